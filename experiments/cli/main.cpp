@@ -1,0 +1,409 @@
+// inferlab: the command line of the lab.
+//   inferlab list                      models, hardware, experiment specs, scenarios
+//   inferlab model  --model M --hardware H --phase decode --batch 1 --context 4096
+//   inferlab memory --model M --batch 1 --context 4096 [--hardware H] [--block-size 16]
+//   inferlab run SPEC.yaml... [--predict-only] [--out DIR] [--fresh]
+//   inferlab plot RESULTS.csv [--plot NAME] [--out DIR]
+// Every verb takes --json for machine-readable output. Bad input prints "inferlab: error: ..." and
+// exits with status 1 (2 for command-line syntax errors).
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "inferlab/experiments/plots.h"
+#include "inferlab/experiments/provenance.h"
+#include "inferlab/experiments/results.h"
+#include "inferlab/experiments/runner.h"
+#include "inferlab/experiments/scenarios.h"
+#include "inferlab/experiments/spec.h"
+#include "inferlab/roofline/gpu_info.h"
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/io.h"
+#include "inferlab/sim/paths.h"
+
+namespace fs = std::filesystem;
+using namespace inferlab;
+
+namespace {
+
+constexpr double kGB = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string si(double v, const char* unit) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (std::abs(v) >= 1000 && i < 6) {
+    v /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
+}
+
+std::string seconds(double s) {
+  if (s >= 1) return fmt::format("{:.3g} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
+  return fmt::format("{:.3g} us", s * 1e6);
+}
+
+std::string gb(double bytes) { return fmt::format("{:.2f} GB ({:.2f} GiB)", bytes / kGB, bytes / kGiB); }
+
+void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
+
+std::string precision_text(const Precision& p) {
+  return fmt::format("weights {} · activations {} · KV {}", dtype_name(p.weight), dtype_name(p.act), dtype_name(p.kv));
+}
+
+nlohmann::json model_json(const ModelConfig& m) {
+  return {{"name", m.name},
+          {"origin", m.origin},
+          {"model_type", m.model_type},
+          {"params", m.total_params()},
+          {"active_params_per_token", m.active_params_per_token()},
+          {"layers", m.layers},
+          {"hidden", m.hidden},
+          {"intermediate", m.intermediate},
+          {"heads", m.heads},
+          {"kv_heads", m.kv_heads},
+          {"head_dim", m.head_dim},
+          {"vocab", m.vocab},
+          {"attention_kind", m.attention_kind()},
+          {"experts", m.experts},
+          {"experts_per_token", m.experts_per_token},
+          {"sliding_window", m.sliding_window ? nlohmann::json(*m.sliding_window) : nlohmann::json(nullptr)},
+          {"max_positions", m.max_positions},
+          {"dtype", dtype_name(m.dtype)}};
+}
+
+nlohmann::json hardware_json(const Hardware& h) {
+  return {{"id", h.id},
+          {"name", h.name},
+          {"origin", h.origin},
+          {"ceilings", h.ceilings_source},
+          {"memory_bytes", h.memory_bytes},
+          {"memory_bandwidth", h.memory_bandwidth},
+          {"tensor_dense_flops", h.tensor_dense},
+          {"tensor_sparse_2_4_flops", h.tensor_sparse},
+          {"vector_flops", h.vector},
+          {"launch_overhead_s", h.launch_overhead_s}};
+}
+
+std::string model_summary(const ModelConfig& m) {
+  std::string s = fmt::format("{}: {:.2f} B params, {} layers, {} ({} query / {} KV heads), head dim {}", m.name,
+                              m.total_params() / 1e9, m.layers, m.attention_kind(), m.heads, m.kv_heads, m.head_dim);
+  if (m.is_moe())
+    s += fmt::format(", {} experts top-{} ({:.2f} B active)", m.experts, m.experts_per_token,
+                     m.active_params_per_token() / 1e9);
+  if (m.sliding_window) s += fmt::format(", sliding window {}", *m.sliding_window);
+  return s;
+}
+
+// ---------------------------------------------------------------- list
+int cmd_list(bool json) {
+  nlohmann::json out = {{"models", nlohmann::json::array()},
+                        {"hardware", nlohmann::json::array()},
+                        {"specs", nlohmann::json::array()},
+                        {"scenarios", nlohmann::json::array()}};
+  for (const auto& n : known_models()) out["models"].push_back(model_json(load_model(n)));
+  for (const auto& n : known_hardware()) out["hardware"].push_back(hardware_json(load_hardware(n)));
+  for (const auto& n : list_stems(project_root() / "experiments", ".yaml")) {
+    const auto spec = load_spec(project_root() / "experiments" / (n + ".yaml"));
+    out["specs"].push_back({{"name", spec.name},
+                            {"file", (fs::path("experiments") / (n + ".yaml")).string()},
+                            {"scenario", spec.scenario},
+                            {"points", spec.points().size()},
+                            {"description", spec.description}});
+  }
+  for (const auto& s : scenarios()) {
+    nlohmann::json params = nlohmann::json::array();
+    for (const auto& p : s.params) params.push_back({{"name", p.name}, {"default", p.fallback}, {"help", p.help}});
+    out["scenarios"].push_back({{"name", s.name}, {"help", s.help}, {"params", params}});
+  }
+  if (json) {
+    print_json(out);
+    return 0;
+  }
+  fmt::print("Models (data/models):\n");
+  for (const auto& n : known_models()) fmt::print("  {}\n", model_summary(load_model(n)));
+  fmt::print("\nHardware (data/hardware; dense tensor-core peaks):\n");
+  for (const auto& n : known_hardware()) {
+    const Hardware h = load_hardware(n);
+    fmt::print("  {:<15} {:<26} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB/s  {:>4} MiB x 1024  ridge {:.0f} FLOP/B\n", h.id,
+               h.name, h.tensor_dense.count("bf16") ? h.tensor_dense.at("bf16") / 1e12 : 0.0, h.memory_bandwidth / 1e9,
+               int(h.memory_bytes / kGiB + 0.5), h.tensor_dense.count("bf16") ? h.ridge(DType::bf16) : 0.0);
+  }
+  fmt::print("\nExperiment specs (experiments/*.yaml):\n");
+  for (const auto& s : out["specs"])
+    fmt::print("  {:<28} {:<7} {:>5} points  {}\n", s["name"].get<std::string>(), s["scenario"].get<std::string>(),
+               s["points"].get<std::size_t>(), s["description"].get<std::string>().substr(0, 60));
+  fmt::print("\nScenarios:\n");
+  for (const auto& s : scenarios()) fmt::print("  {:<8} {}\n", s.name, s.help);
+  return 0;
+}
+
+// ---------------------------------------------------------------- model
+int cmd_model(const Params& p, bool json) {
+  const Scenario& sc = find_scenario("model");
+  const ModelPoint mp = evaluate_model_point(complete_params(sc, p));
+  const auto rows = model_rows(mp);
+  if (json) {
+    print_json({{"model", model_json(mp.model)},
+                {"hardware", hardware_json(mp.hardware)},
+                {"step",
+                 {{"phase", phase_name(mp.step.phase)},
+                  {"batch", mp.step.batch},
+                  {"new_tokens", mp.step.new_tokens},
+                  {"past_tokens", mp.step.past_tokens},
+                  {"attention", attention_variant_name(mp.options.attention)},
+                  {"causal", mp.options.causal},
+                  {"weight_dtype", dtype_name(mp.options.precision.weight)},
+                  {"act_dtype", dtype_name(mp.options.precision.act)},
+                  {"kv_dtype", dtype_name(mp.options.precision.kv)}}},
+                {"ops", rows_to_json(rows)}});
+    return 0;
+  }
+  const auto& h = mp.hardware;
+  const auto& s = mp.prediction;
+  const DType mm = mp.options.precision.act;
+  fmt::print("{}\n", model_summary(mp.model));
+  fmt::print("on {} ({}): {:.1f} TFLOP/s {} dense, {:.0f} GB/s, ridge {:.1f} FLOP/B, {:.1f} us per launch\n", h.id,
+             h.ceilings_source, h.matmul_peak(mm) / 1e12, dtype_name(mm), h.memory_bandwidth / 1e9, h.ridge(mm),
+             h.launch_overhead_s * 1e6);
+  fmt::print("{} · batch {} · {} {} · {} · {} attention{}\n\n", phase_name(mp.step.phase), mp.step.batch,
+             mp.step.phase == Phase::prefill ? "prompt" : "context", mp.step.context(), precision_text(mp.options.precision),
+             attention_variant_name(mp.options.attention),
+             mp.step.phase == Phase::prefill ? (mp.options.causal ? ", causal" : ", non-causal") : "");
+  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<8} {:>10} {:>7}\n", "op", "count", "FLOPs", "bytes",
+             "weights", "KV", "AI F/B", "bound", "time", "share");
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    const Prediction& pr = s.predictions[i];
+    const double n = double(op.count);
+    fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n",
+               op.name + (op.variant.empty() ? "" : "/" + op.variant).substr(0, 15 - std::min<size_t>(15, op.name.size())),
+               op.count, si(op.total_flops(), "FLOP"), si(op.total_bytes(), "B"),
+               si(op.bytes(TensorRole::weight) * n, "B"), si(op.bytes(TensorRole::kv_cache) * n, "B"), op.ai(),
+               bound_name(pr.bound), seconds(pr.total_s), 100.0 * pr.total_s / s.time_s);
+  }
+  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n", "total", "", si(s.flops, "FLOP"),
+             si(s.bytes, "B"), "", "", s.ai(), bound_name(s.bound()), seconds(s.time_s), 100.0);
+  fmt::print("\nstep {}: compute {}, memory {}, launches {} (sums of the per-op terms); {} · {:.0f} tokens/s\n",
+             seconds(s.time_s), seconds(s.compute_s), seconds(s.memory_s), seconds(s.launch_s),
+             bound_name(s.bound()) + "-bound", double(mp.step.tokens()) / s.time_s);
+  return 0;
+}
+
+// ---------------------------------------------------------------- memory
+int cmd_memory(const Params& p, bool json) {
+  const Scenario& sc = find_scenario("memory");
+  const MemoryPoint mp = evaluate_memory_point(complete_params(sc, p));
+  if (json) {
+    nlohmann::json j = {{"model", model_json(mp.model)},
+                        {"batch", mp.batch},
+                        {"context", mp.context},
+                        {"weight_dtype", dtype_name(mp.options.precision.weight)},
+                        {"act_dtype", dtype_name(mp.options.precision.act)},
+                        {"kv_dtype", dtype_name(mp.options.precision.kv)},
+                        {"memory", rows_to_json(memory_rows(mp))[0]}};
+    if (mp.has_hardware) j["hardware"] = hardware_json(mp.hardware);
+    print_json(j);
+    return 0;
+  }
+  const auto& b = mp.breakdown;
+  const auto& m = mp.model;
+  fmt::print("{}\n", model_summary(m));
+  fmt::print("batch {} · context {} · {}\n\n", mp.batch, mp.context, precision_text(mp.options.precision));
+  fmt::print("  weights      {:>26}   {:.3f} B params x {} B\n", gb(b.weights), m.total_params() / 1e9,
+             dtype_bytes(mp.options.precision.weight));
+  fmt::print("  KV cache     {:>26}   {} seq x {} tokens x {} B/token (2 x {} layers x {} KV heads x {} x {} B){}\n",
+             gb(b.kv_cache), mp.batch, b.kv_tokens_per_sequence, kv_bytes_per_token(m, mp.options.precision.kv) ,
+             m.layers, m.kv_heads, m.head_dim, dtype_bytes(mp.options.precision.kv),
+             b.kv_tokens_per_sequence < mp.context ? " (rolling sliding window)" : "");
+  fmt::print("  activations  {:>26}   peak of one pass ({} attention, prefill chunk {})\n", gb(b.activations),
+             attention_variant_name(mp.options.attention),
+             mp.options.prefill_chunk ? std::to_string(mp.options.prefill_chunk) : std::string("whole prompt"));
+  if (b.reserve > 0) fmt::print("  reserve      {:>26}\n", gb(b.reserve));
+  fmt::print("  total        {:>26}\n\n", gb(b.total()));
+  if (mp.has_hardware) {
+    const double cap = mp.hardware.memory_bytes;
+    fmt::print("on {} ({} MiB usable): {} — {}\n", mp.hardware.id, int64_t(cap / 1048576.0),
+               b.total() <= cap ? "fits" : "does NOT fit",
+               b.total() <= cap ? gb(cap - b.total()) + " free" : gb(b.total() - cap) + " over");
+    fmt::print("  largest batch at {} tokens: {};  longest context at batch {}: {} tokens (model max {})\n\n",
+               mp.context, mp.max_batch, mp.batch, mp.max_context, m.max_positions);
+  }
+  fmt::print("KV reservation for {} x {} tokens:\n", mp.batch, mp.context);
+  for (const KvReservation* r : {&mp.contiguous, &mp.paged}) {
+    fmt::print("  {:<10} {:<18} reserved {:>26}  used {:>26}  wasted {:.1f}%\n", r->scheme,
+               r->scheme == "paged" ? fmt::format("block {}", r->block_size) : fmt::format("max len {}", r->block_size),
+               gb(r->reserved), gb(r->used), 100.0 * r->waste_fraction());
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------- run
+int cmd_run(const std::vector<std::string>& specs, const RunOptions& base, bool json) {
+  const GpuInfo gpu = detect_gpu();
+  // Load every spec first: a malformed one stops the run before anything is written.
+  std::vector<Spec> loaded;
+  for (const auto& s : specs) loaded.push_back(load_spec(s));
+  nlohmann::json out = nlohmann::json::array();
+  int status = 0;
+  for (const Spec& spec : loaded) {
+    if (!json) fmt::print(stderr, "{}: {} points ({})\n", spec.name, spec.points().size(), spec.path.string());
+    RunOptions o = base;
+    o.progress = !json;
+    const RunResult r = run_spec(spec, o, gpu);
+    if (!r.complete) {
+      fmt::print(stderr, "inferlab: interrupted after {} of {} points of {}; rerun the same command to resume\n",
+                 r.ran + r.resumed, r.points, spec.name);
+      return 130;
+    }
+    nlohmann::json figs = nlohmann::json::array();
+    for (const auto& f : r.figures) figs.push_back(f.string());
+    out.push_back({{"spec", spec.name},
+                   {"csv", r.csv.string()},
+                   {"provenance", r.provenance.string()},
+                   {"figures", figs},
+                   {"points", r.points},
+                   {"ran", r.ran},
+                   {"resumed", r.resumed},
+                   {"mode", r.measured ? "measured" : "predicted"},
+                   {"mode_reason", r.mode_reason}});
+    if (!json) {
+      fmt::print(stderr, "  {} ({})\n  wrote {}\n", r.measured ? "measured" : "predicted", r.mode_reason, r.csv.string());
+      for (const auto& f : r.figures) fmt::print(stderr, "  figure {}\n", f.string());
+    }
+  }
+  if (json) print_json(out);
+  return status;
+}
+
+// ---------------------------------------------------------------- plot
+int cmd_plot(const std::string& csv_arg, const std::string& only, const std::string& out_arg, bool json) {
+  const fs::path csv(csv_arg);
+  if (!fs::is_regular_file(csv)) throw Error("results file not found: " + csv.string());
+  fs::path prov = csv;
+  prov.replace_extension(".json");
+  if (!fs::is_regular_file(prov))
+    throw Error("no provenance " + prov.string() + " beside " + csv.string() + ": it names the plots to draw");
+  const auto p = read_json_file(prov);
+  std::vector<nlohmann::json> plots;
+  for (const auto& pl : p.value("plots", nlohmann::json::array()))
+    if (only.empty() || pl.value("name", std::string()) == only) plots.push_back(pl);
+  if (plots.empty())
+    throw Error(only.empty() ? prov.string() + " lists no plots" : "no plot named '" + only + "' in " + prov.string());
+  read_csv(csv);  // a malformed file is reported by file and line before python sees it
+  const fs::path out = out_arg.empty() ? csv.parent_path() / "figures" : fs::path(out_arg);
+  const auto figs = draw_plots(csv, plots, out, p.value("spec_name", csv.stem().string()));
+  if (json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& f : figs) j.push_back(f.string());
+    print_json(j);
+  } else {
+    for (const auto& f : figs) fmt::print("figure {}\n", f.string());
+  }
+  return 0;
+}
+
+void add_precision_options(CLI::App* c, Params& p) {
+  c->add_option_function<std::string>("--dtype", [&p](const std::string& v) { p["dtype"] = v; },
+                                      "weights, activations and KV (default: the model's torch_dtype)");
+  c->add_option_function<std::string>("--weight-dtype", [&p](const std::string& v) { p["weight_dtype"] = v; },
+                                      "override for weights");
+  c->add_option_function<std::string>("--act-dtype", [&p](const std::string& v) { p["act_dtype"] = v; },
+                                      "override for activations");
+  c->add_option_function<std::string>("--kv-dtype", [&p](const std::string& v) { p["kv_dtype"] = v; },
+                                      "override for the KV cache");
+}
+
+void add_param(CLI::App* c, Params& p, const std::string& flag, const std::string& key, const std::string& help,
+               bool required = false) {
+  auto* o = c->add_option_function<std::string>(flag, [&p, key](const std::string& v) { p[key] = v; }, help);
+  if (required) o->required();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"inferlab: analytic model, kernels and roofline lab for LLM inference"};
+  app.require_subcommand(1);
+  bool json = false;
+
+  auto* list = app.add_subcommand("list", "models, hardware, experiment specs and scenarios");
+  list->add_flag("--json", json, "machine-readable output");
+
+  Params model_p, memory_p;
+  auto* model = app.add_subcommand("model", "per-operator roofline of one prefill or decode step");
+  add_param(model, model_p, "--model", "model", "model name (inferlab list) or path to a config.json", true);
+  add_param(model, model_p, "--hardware", "hardware", "hardware name or path to a .json", true);
+  add_param(model, model_p, "--phase", "phase", "prefill or decode (default decode)");
+  add_param(model, model_p, "--batch", "batch", "sequences in the step (default 1)");
+  add_param(model, model_p, "--context", "context", "prompt tokens (prefill) or tokens attended (decode)", true);
+  add_param(model, model_p, "--attention", "attention", "flash (default) or naive");
+  add_param(model, model_p, "--kv-heads", "kv_heads", "config (default), mha, mqa, gqa-N or a count");
+  model->add_flag_function("--non-causal", [&](std::int64_t) { model_p["causal"] = "false"; }, "no causal mask in prefill");
+  add_precision_options(model, model_p);
+  model->add_flag("--json", json, "machine-readable output");
+
+  auto* memory = app.add_subcommand("memory", "weights + KV cache + activations, and what fits on a device");
+  add_param(memory, memory_p, "--model", "model", "model name or path to a config.json", true);
+  add_param(memory, memory_p, "--hardware", "hardware", "device to fit into (default: none)");
+  add_param(memory, memory_p, "--batch", "batch", "sequences (default 1)");
+  add_param(memory, memory_p, "--context", "context", "tokens per sequence", true);
+  add_param(memory, memory_p, "--block-size", "block_size", "paged KV block size in tokens (default 16)");
+  add_param(memory, memory_p, "--max-len", "max_len", "contiguous reservation per sequence (default: model max)");
+  add_param(memory, memory_p, "--prefill-chunk", "prefill_chunk", "tokens per prefill pass, 0 = whole prompt (default 8192)");
+  add_param(memory, memory_p, "--attention", "attention", "flash (default) or naive");
+  add_param(memory, memory_p, "--kv-heads", "kv_heads", "config (default), mha, mqa, gqa-N or a count");
+  add_param(memory, memory_p, "--reserve-gib", "reserve_gib", "memory set aside on the device (default 0)");
+  memory->add_flag_function("--no-rolling-window", [&](std::int64_t) { memory_p["rolling_window"] = "false"; },
+                            "keep every token of a sliding-window model in the KV cache");
+  add_precision_options(memory, memory_p);
+  memory->add_flag("--json", json, "machine-readable output");
+
+  std::vector<std::string> specs;
+  RunOptions run_opts;
+  std::string out_dir;
+  bool no_plots = false;
+  auto* run = app.add_subcommand("run", "run experiment specs: predict (and measure on a GPU), write rows, draw plots");
+  run->add_option("specs", specs, "spec files (experiments/*.yaml)")->required();
+  run->add_flag("--predict-only", run_opts.predict_only, "do not measure even when a GPU is present");
+  run->add_option("--out", out_dir, "output folder (default data/results/<gpu>, or data/results/model)");
+  run->add_flag("--fresh", run_opts.fresh, "replace results written by an earlier version of the spec");
+  run->add_flag("--no-plots", no_plots, "skip the figures");
+  run->add_flag("--json", json, "machine-readable summary");
+
+  std::string csv, only_plot, plot_out;
+  auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON)");
+  plot->add_option("results", csv, "results .csv")->required();
+  plot->add_option("--plot", only_plot, "only the plot with this name");
+  plot->add_option("--out", plot_out, "figure folder (default: figures/ beside the CSV)");
+  plot->add_flag("--json", json, "machine-readable output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*list) return cmd_list(json);
+    if (*model) return cmd_model(model_p, json);
+    if (*memory) return cmd_memory(memory_p, json);
+    if (*run) {
+      run_opts.out_dir = out_dir;
+      run_opts.plots = !no_plots;
+      return cmd_run(specs, run_opts, json);
+    }
+    if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
+  } catch (const Error& e) {
+    fmt::print(stderr, "inferlab: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "inferlab: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

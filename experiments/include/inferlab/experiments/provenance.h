@@ -1,0 +1,19 @@
+#pragma once
+// Where a result came from: commit, date, host, GPU (or none), toolchain. Written beside every
+// results file and embedded in committed measurements.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "inferlab/roofline/gpu_info.h"
+
+namespace inferlab {
+
+std::string git_commit();        // HEAD of the project tree, "+dirty" when it has local changes; build-time fallback
+std::string utc_now_iso8601();   // "2026-11-22T07:31:05Z"
+std::string host_name();
+std::string fnv1a_hex(const std::string& text);  // 16 hex digits, to recognise an unchanged spec
+
+nlohmann::json provenance_json(const GpuInfo& gpu);
+
+}  // namespace inferlab

@@ -1,0 +1,74 @@
+#pragma once
+// Scenarios turn one experiment point (a map of parameters) into result rows. Each scenario lists
+// the parameters it takes, with defaults; the runner rejects any other parameter. The CLI verbs
+// `model` and `memory` evaluate the same functions, so the table a user reads and the rows an
+// experiment writes never disagree.
+//
+//   model   one row per operator of a forward step + a `total` row: FLOPs, bytes by role,
+//           arithmetic intensity, roofline terms, predicted time, bound, share of the step.
+//   memory  one row per point: weights, KV cache, activations, fit on the hardware, the largest
+//           batch / context that fits, contiguous vs paged KV reservation.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "inferlab/experiments/results.h"
+#include "inferlab/experiments/spec.h"
+#include "inferlab/sim/hardware.h"
+#include "inferlab/sim/memory.h"
+#include "inferlab/sim/model.h"
+#include "inferlab/sim/ops.h"
+#include "inferlab/sim/roofline.h"
+
+namespace inferlab {
+
+struct ParamInfo {
+  std::string name;
+  std::string fallback;  // default value; empty = required
+  std::string help;
+};
+
+struct Scenario {
+  std::string name;
+  std::string help;
+  std::vector<ParamInfo> params;
+  std::function<std::vector<Row>(const Params&)> predict;  // rows without the point's own parameters
+};
+
+const std::vector<Scenario>& scenarios();
+const Scenario& find_scenario(const std::string& name);  // unknown: inferlab::Error listing the known ones
+// The point's parameters completed with the scenario's defaults. An unknown or missing parameter
+// throws inferlab::Error naming it and the scenario's parameters.
+Params complete_params(const Scenario& s, const Params& given);
+
+// Typed evaluation shared by the CLI verbs and the scenarios.
+struct ModelPoint {
+  ModelConfig model;
+  Hardware hardware;
+  Step step;
+  OpOptions options;
+  StepPrediction prediction;
+};
+ModelPoint evaluate_model_point(const Params& p);
+std::vector<Row> model_rows(const ModelPoint& mp);
+
+struct MemoryPoint {
+  ModelConfig model;
+  bool has_hardware = false;
+  Hardware hardware;
+  int64_t batch = 0, context = 0, max_len = 0, block_size = 0;
+  MemoryOptions options;
+  MemoryBreakdown breakdown;
+  int64_t max_batch = 0, max_context = 0;
+  KvReservation contiguous, paged;
+};
+MemoryPoint evaluate_memory_point(const Params& p);
+std::vector<Row> memory_rows(const MemoryPoint& mp);
+
+// Parameter parsing shared by the scenarios and the CLI: errors name the parameter.
+int64_t param_int(const Params& p, const std::string& name, int64_t min_value = 1);
+double param_double(const Params& p, const std::string& name);
+bool param_bool(const Params& p, const std::string& name);
+Precision param_precision(const Params& p, const ModelConfig& m);  // dtype / weight_dtype / act_dtype / kv_dtype
+
+}  // namespace inferlab

@@ -1,0 +1,191 @@
+#include "inferlab/experiments/runner.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <set>
+#include <unistd.h>
+
+#include "inferlab/experiments/plots.h"
+#include "inferlab/experiments/provenance.h"
+#include "inferlab/experiments/results.h"
+#include "inferlab/experiments/scenarios.h"
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/io.h"
+#include "inferlab/sim/paths.h"
+
+namespace inferlab {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_signal(int) { g_stop.store(true); }
+
+struct SignalGuard {
+  using Handler = void (*)(int);
+  Handler old_int, old_term;
+  SignalGuard() {
+    g_stop.store(false);
+    old_int = std::signal(SIGINT, on_signal);
+    old_term = std::signal(SIGTERM, on_signal);
+  }
+  ~SignalGuard() {
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+  }
+};
+
+std::string describe(const Params& given) {
+  std::string s;
+  for (const auto& [k, v] : given) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+
+}  // namespace
+
+void request_stop() { g_stop.store(true); }
+
+fs::path default_out_dir(const GpuInfo& gpu, bool predict_only) {
+  return data_dir() / "results" / (predict_only || !gpu.present ? std::string("model") : gpu.slug());
+}
+
+RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) {
+  SignalGuard guard;
+  const Scenario* scenario = nullptr;
+  try {
+    scenario = &find_scenario(spec.scenario);
+  } catch (const Error& e) {
+    throw Error(spec.location("scenario") + ": " + e.what());
+  }
+
+  // 1. Every point is checked and predicted before anything is written.
+  const std::vector<Point> points = spec.points();
+  std::vector<Params> completed;
+  std::vector<std::vector<Row>> predicted;
+  for (const Point& pt : points) {
+    try {
+      completed.push_back(complete_params(*scenario, pt.params));
+      predicted.push_back(scenario->predict(completed.back()));
+    } catch (const Error& e) {
+      // Name the line of the first parameter the message mentions, else the spec file.
+      std::string where = spec.path.string();
+      const std::string msg = e.what();
+      for (const auto& [k, _] : pt.params)
+        if (msg.find("'" + k + "'") != std::string::npos) {
+          where = spec.location(k);
+          break;
+        }
+      throw Error(where + ": point {" + describe(pt.params) + "}: " + msg);
+    }
+  }
+
+  RunResult res;
+  res.points = int64_t(points.size());
+  res.measured = false;
+  if (opt.predict_only)
+    res.mode_reason = "predict-only requested";
+  else if (!gpu.present)
+    res.mode_reason = "no GPU (" + gpu.reason + "): predictions only";
+  else
+    res.mode_reason = "scenario '" + spec.scenario + "' has no kernel to measure yet: predictions only";
+
+  const fs::path out = opt.out_dir.empty() ? default_out_dir(gpu, opt.predict_only) : opt.out_dir;
+  res.csv = out / (spec.name + ".csv");
+  res.provenance = out / (spec.name + ".json");
+  const std::string spec_hash = fnv1a_hex(spec.text);
+
+  // 2. Resume: keep the rows of points an earlier run of the same spec finished.
+  ResultTable table;
+  std::set<std::string> done;
+  std::error_code ec;
+  if (fs::exists(res.csv, ec) && !opt.fresh) {
+    if (!fs::exists(res.provenance, ec))
+      throw Error(res.csv.string() + " exists without its provenance " + res.provenance.filename().string() +
+                  "; move it away or rerun with --fresh to replace it");
+    const auto old = read_json_file(res.provenance);
+    if (old.value("spec_hash", std::string()) != spec_hash)
+      throw Error(res.csv.string() + " was written by a different version of " + spec.path.string() +
+                  "; rerun with --fresh to replace it, or give another --out");
+    table = read_csv(res.csv);
+    for (const auto& r : table.rows)
+      if (auto it = r.find("point"); it != r.end()) done.insert(it->second);
+  }
+
+  nlohmann::json prov = provenance_json(gpu);
+  prov["spec"] = spec.path.string();
+  prov["spec_name"] = spec.name;
+  prov["spec_hash"] = spec_hash;
+  prov["scenario"] = spec.scenario;
+  prov["description"] = spec.description;
+  prov["mode"] = res.measured ? "measured" : "predicted";
+  prov["mode_reason"] = res.mode_reason;
+  prov["points_total"] = res.points;
+  prov["plots"] = spec.plots;
+  prov["started"] = utc_now_iso8601();
+
+  auto flush = [&](bool complete) {
+    write_file_atomic(res.csv, table.to_csv());
+    prov["points_done"] = res.ran + res.resumed;
+    prov["complete"] = complete;
+    prov["updated"] = utc_now_iso8601();
+    write_file_atomic(res.provenance, prov.dump(2) + "\n");
+  };
+
+  // 3. Run the missing points in spec order, writing as we go.
+  using clock = std::chrono::steady_clock;
+  auto last_flush = clock::now();
+  auto last_progress = clock::now() - std::chrono::seconds(2);
+  const bool tty = ::isatty(::fileno(stderr)) != 0;
+  const int width = int(std::to_string(points.size()).size());
+  bool interrupted = false;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const std::string key = points[i].key();
+    if (done.count(key)) {
+      ++res.resumed;
+      continue;
+    }
+    if (g_stop.load() || (opt.stop_after >= 0 && res.ran >= opt.stop_after)) {
+      interrupted = true;
+      break;
+    }
+    for (const Row& r : predicted[i]) {
+      Row full{{"point", key}};
+      for (const auto& [k, v] : completed[i]) full.emplace_back(k, v);
+      full.insert(full.end(), r.begin(), r.end());
+      table.add(full);
+    }
+    ++res.ran;
+    if (opt.progress) {
+      // On a terminal one line is rewritten; in a log at most one line a second, and the last point.
+      const bool last = i + 1 == points.size();
+      if (tty) {
+        std::fprintf(stderr, "\r\033[K  [%*zu/%zu] %s%s", width, i + 1, points.size(),
+                     describe(points[i].params).substr(0, 110).c_str(), last ? "\n" : "");
+      } else if (last || clock::now() - last_progress > std::chrono::seconds(1)) {
+        std::fprintf(stderr, "  [%*zu/%zu] %s\n", width, i + 1, points.size(), describe(points[i].params).c_str());
+        last_progress = clock::now();
+      }
+    }
+    if (clock::now() - last_flush > std::chrono::seconds(1)) {
+      flush(false);
+      last_flush = clock::now();
+    }
+  }
+  if (interrupted) {
+    flush(false);
+    return res;
+  }
+  prov["finished"] = utc_now_iso8601();
+  flush(true);
+  res.complete = true;
+  if (opt.progress && res.resumed > 0)
+    std::fprintf(stderr, "  resumed: %lld points kept from the earlier run\n", static_cast<long long>(res.resumed));
+
+  // 4. Figures.
+  if (opt.plots && !spec.plots.empty()) res.figures = draw_plots(res.csv, spec.plots, out / "figures", spec.name);
+  return res;
+}
+
+}  // namespace inferlab

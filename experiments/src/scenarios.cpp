@@ -1,0 +1,295 @@
+#include "inferlab/experiments/scenarios.h"
+
+#include <cmath>
+
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/paths.h"
+
+namespace inferlab {
+namespace {
+
+const std::string& get(const Params& p, const std::string& name) {
+  auto it = p.find(name);
+  if (it == p.end()) throw Error("missing parameter '" + name + "'");
+  return it->second;
+}
+
+const std::vector<ParamInfo> kPrecisionParams = {
+    {"dtype", "model", "element type of weights, activations and KV cache ('model': the config's torch_dtype)"},
+    {"weight_dtype", "", "overrides dtype for weights"},
+    {"act_dtype", "", "overrides dtype for activations"},
+    {"kv_dtype", "", "overrides dtype for the KV cache"},
+};
+
+std::vector<ParamInfo> with_precision(std::vector<ParamInfo> v) {
+  v.insert(v.end(), kPrecisionParams.begin(), kPrecisionParams.end());
+  return v;
+}
+
+}  // namespace
+
+int64_t param_int(const Params& p, const std::string& name, int64_t min_value) {
+  const std::string& s = get(p, name);
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) throw Error("parameter '" + name + "' must be an integer, got '" + s + "'");
+  if (v < min_value)
+    throw Error("parameter '" + name + "' must be at least " + std::to_string(min_value) + ", got " + s);
+  return v;
+}
+
+double param_double(const Params& p, const std::string& name) {
+  const std::string& s = get(p, name);
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v))
+    throw Error("parameter '" + name + "' must be a number, got '" + s + "'");
+  return v;
+}
+
+bool param_bool(const Params& p, const std::string& name) {
+  const std::string& s = get(p, name);
+  if (s == "true" || s == "1" || s == "yes") return true;
+  if (s == "false" || s == "0" || s == "no") return false;
+  throw Error("parameter '" + name + "' must be true or false, got '" + s + "'");
+}
+
+Precision param_precision(const Params& p, const ModelConfig& m) {
+  const std::string& d = get(p, "dtype");
+  const DType base = d == "model" ? m.dtype : parse_dtype(d);
+  auto one = [&](const char* name) {
+    auto it = p.find(name);
+    return it == p.end() || it->second.empty() ? base : parse_dtype(it->second);
+  };
+  return Precision{one("weight_dtype"), one("act_dtype"), one("kv_dtype")};
+}
+
+ModelPoint evaluate_model_point(const Params& p) {
+  ModelPoint mp;
+  mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
+  mp.hardware = load_hardware(get(p, "hardware"));
+  mp.step = make_step(parse_phase(get(p, "phase")), param_int(p, "batch"), param_int(p, "context"));
+  mp.options.precision = param_precision(p, mp.model);
+  mp.options.attention = parse_attention_variant(get(p, "attention"));
+  mp.options.causal = param_bool(p, "causal");
+  mp.prediction = predict_step(step_ops(mp.model, mp.step, mp.options), mp.hardware);
+  return mp;
+}
+
+std::vector<Row> model_rows(const ModelPoint& mp) {
+  const auto& s = mp.prediction;
+  std::vector<Row> rows;
+  const std::string kind = mp.model.attention_kind();
+  for (std::size_t i = 0; i < s.ops.size(); ++i) {
+    const Op& op = s.ops[i];
+    const Prediction& pr = s.predictions[i];
+    const double n = double(op.count);
+    rows.push_back(Row{{"op", op.name},
+                       {"op_class", op_class_name(op.op_class)},
+                       {"variant", op.variant},
+                       {"attention_kind", kind},
+                       {"count", num(op.count)},
+                       {"launches", num(int64_t(op.launches) * op.count)},
+                       {"flops", num(op.total_flops())},
+                       {"bytes", num(op.total_bytes())},
+                       {"bytes_weight", num(op.bytes(TensorRole::weight) * n)},
+                       {"bytes_activation", num(op.bytes(TensorRole::activation) * n)},
+                       {"bytes_kv", num(op.bytes(TensorRole::kv_cache) * n)},
+                       {"bytes_scores", num(op.bytes(TensorRole::scores) * n)},
+                       {"ai", num(op.ai())},
+                       {"compute_dtype", op.tensor_core ? dtype_name(op.compute_dtype) : "fp32-vector"},
+                       {"peak_flops", num(pr.peak_flops)},
+                       {"bandwidth", num(pr.bandwidth)},
+                       {"ridge", num(pr.ridge())},
+                       {"compute_s", num(pr.compute_s * n)},
+                       {"memory_s", num(pr.memory_s * n)},
+                       {"launch_s", num(pr.launch_s * n)},
+                       {"predicted_s", num(pr.total_s)},
+                       {"bound", bound_name(pr.bound)},
+                       {"share", num(s.time_s > 0 ? pr.total_s / s.time_s : 0.0)},
+                       {"predicted_flops_per_s", num(pr.total_s > 0 ? op.total_flops() / pr.total_s : 0.0)},
+                       {"predicted_bytes_per_s", num(pr.total_s > 0 ? op.total_bytes() / pr.total_s : 0.0)},
+                       {"tokens_per_s", ""}});
+  }
+  // The step as a whole; its ridge is that of the matmul dtype.
+  const double ridge = mp.hardware.ridge(mp.options.precision.act);
+  int64_t launches = 0;
+  for (const auto& op : s.ops) launches += int64_t(op.launches) * op.count;
+  double by_role[4] = {0, 0, 0, 0};
+  for (const auto& op : s.ops)
+    for (int r = 0; r < 4; ++r) by_role[r] += op.bytes(TensorRole(r)) * double(op.count);
+  rows.push_back(Row{{"op", "total"},
+                     {"op_class", "step"},
+                     {"variant", attention_variant_name(mp.options.attention)},
+                     {"attention_kind", kind},
+                     {"count", "1"},
+                     {"launches", num(launches)},
+                     {"flops", num(s.flops)},
+                     {"bytes", num(s.bytes)},
+                     {"bytes_weight", num(by_role[int(TensorRole::weight)])},
+                     {"bytes_activation", num(by_role[int(TensorRole::activation)])},
+                     {"bytes_kv", num(by_role[int(TensorRole::kv_cache)])},
+                     {"bytes_scores", num(by_role[int(TensorRole::scores)])},
+                     {"ai", num(s.ai())},
+                     {"compute_dtype", dtype_name(mp.options.precision.act)},
+                     {"peak_flops", num(mp.hardware.matmul_peak(mp.options.precision.act))},
+                     {"bandwidth", num(mp.hardware.memory_bandwidth)},
+                     {"ridge", num(ridge)},
+                     {"compute_s", num(s.compute_s)},
+                     {"memory_s", num(s.memory_s)},
+                     {"launch_s", num(s.launch_s)},
+                     {"predicted_s", num(s.time_s)},
+                     {"bound", bound_name(s.bound())},
+                     {"share", "1"},
+                     {"predicted_flops_per_s", num(s.time_s > 0 ? s.flops / s.time_s : 0.0)},
+                     {"predicted_bytes_per_s", num(s.time_s > 0 ? s.bytes / s.time_s : 0.0)},
+                     {"tokens_per_s", num(s.time_s > 0 ? double(mp.step.tokens()) / s.time_s : 0.0)}});
+  // Whether the step's weights + KV cache + activations fit the device at all.
+  MemoryOptions mo;
+  mo.precision = mp.options.precision;
+  mo.attention = mp.options.attention;
+  const double mem = memory_breakdown(mp.model, mp.step.batch, mp.step.context(), mo).total();
+  const std::string fits = mem <= mp.hardware.memory_bytes ? "true" : "false";
+  for (auto& r : rows) {
+    r.emplace_back("memory_bytes", num(mem));
+    r.emplace_back("fits", fits);
+    for (const char* c : {"measured_s", "measured_flops_per_s", "measured_bytes_per_s", "model_error"})
+      r.emplace_back(c, "");
+  }
+  return rows;
+}
+
+MemoryPoint evaluate_memory_point(const Params& p) {
+  MemoryPoint mp;
+  mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
+  const std::string& hw = get(p, "hardware");
+  if (hw != "none") {
+    mp.hardware = load_hardware(hw);
+    mp.has_hardware = true;
+  }
+  mp.batch = param_int(p, "batch");
+  mp.context = param_int(p, "context");
+  mp.options.precision = param_precision(p, mp.model);
+  mp.options.attention = parse_attention_variant(get(p, "attention"));
+  mp.options.prefill_chunk = param_int(p, "prefill_chunk", 0);
+  mp.options.rolling_window = param_bool(p, "rolling_window");
+  const double reserve_gib = param_double(p, "reserve_gib");
+  if (reserve_gib < 0) throw Error("parameter 'reserve_gib' must not be negative");
+  mp.options.reserve_bytes = reserve_gib * 1024.0 * 1024.0 * 1024.0;
+  mp.block_size = param_int(p, "block_size");
+  mp.max_len = param_int(p, "max_len", 0);
+  if (mp.max_len == 0) mp.max_len = mp.model.max_positions > 0 ? mp.model.max_positions : mp.context;
+  if (mp.context > mp.max_len)
+    throw Error("context " + std::to_string(mp.context) + " exceeds max_len " + std::to_string(mp.max_len) +
+                " (the longest sequence a contiguous cache reserves; set max_len)");
+  mp.breakdown = memory_breakdown(mp.model, mp.batch, mp.context, mp.options);
+  if (mp.has_hardware) {
+    mp.max_batch = max_batch(mp.model, mp.context, mp.options, mp.hardware.memory_bytes);
+    mp.max_context = max_context(mp.model, mp.batch, mp.options, mp.hardware.memory_bytes);
+  }
+  const std::vector<int64_t> seqs(std::size_t(mp.batch), mp.context);
+  mp.contiguous = contiguous_kv(mp.model, mp.options.precision.kv, seqs, mp.max_len);
+  mp.paged = paged_kv(mp.model, mp.options.precision.kv, seqs, mp.block_size);
+  return mp;
+}
+
+std::vector<Row> memory_rows(const MemoryPoint& mp) {
+  const auto& b = mp.breakdown;
+  const double cap = mp.has_hardware ? mp.hardware.memory_bytes : 0.0;
+  return {Row{{"attention_kind", mp.model.attention_kind()},
+              {"kv_heads_count", num(mp.model.kv_heads)},
+              {"params", num(mp.model.total_params())},
+              {"weights_bytes", num(b.weights)},
+              {"kv_bytes_per_token", num(kv_bytes_per_token(mp.model, mp.options.precision.kv))},
+              {"kv_tokens_per_sequence", num(b.kv_tokens_per_sequence)},
+              {"kv_cache_bytes", num(b.kv_cache)},
+              {"activation_bytes", num(b.activations)},
+              {"reserve_bytes", num(b.reserve)},
+              {"total_bytes", num(b.total())},
+              {"capacity_bytes", mp.has_hardware ? num(cap) : ""},
+              {"capacity_label", mp.has_hardware ? mp.hardware.id + " (" + mp.hardware.memory_label + ")" : ""},
+              {"fits", mp.has_hardware ? (b.total() <= cap ? "true" : "false") : ""},
+              {"free_bytes", mp.has_hardware ? num(cap - b.total()) : ""},
+              {"max_batch", mp.has_hardware ? num(mp.max_batch) : ""},
+              {"max_context", mp.has_hardware ? num(mp.max_context) : ""},
+              {"max_positions", num(mp.model.max_positions)},
+              {"contiguous_max_len", num(mp.max_len)},
+              {"contiguous_reserved_bytes", num(mp.contiguous.reserved)},
+              {"contiguous_wasted_bytes", num(mp.contiguous.wasted())},
+              {"paged_block_size", num(mp.block_size)},
+              {"paged_blocks", num(mp.paged.blocks)},
+              {"paged_reserved_bytes", num(mp.paged.reserved)},
+              {"paged_wasted_bytes", num(mp.paged.wasted())}}};
+}
+
+const std::vector<Scenario>& scenarios() {
+  static const std::vector<Scenario> all = {
+      {"model",
+       "per-operator roofline of one forward step (prefill or decode) + a total row",
+       with_precision({{"model", "", "model name (inferlab list) or path to a config.json"},
+                       {"hardware", "", "hardware name (inferlab list) or path to a hardware .json"},
+                       {"phase", "decode", "prefill or decode"},
+                       {"batch", "1", "sequences in the step"},
+                       {"context", "", "prefill: prompt tokens; decode: tokens attended (the new one included)"},
+                       {"attention", "flash", "naive or flash"},
+                       {"causal", "true", "causal mask in prefill"},
+                       {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"}}),
+       [](const Params& p) { return model_rows(evaluate_model_point(p)); }},
+      {"memory",
+       "weights + KV cache + activations, fit on a device, contiguous vs paged KV",
+       with_precision({{"model", "", "model name or path to a config.json"},
+                       {"hardware", "none", "hardware whose capacity to fit into, or none"},
+                       {"batch", "1", "sequences"},
+                       {"context", "", "tokens per sequence"},
+                       {"attention", "flash", "naive or flash (naive materializes the scores)"},
+                       {"kv_heads", "config", "config, mha, mqa, gqa-N or a count"},
+                       {"prefill_chunk", "8192", "tokens per prefill pass (0: whole prompt)"},
+                       {"rolling_window", "true", "keep only the sliding window in the KV cache"},
+                       {"reserve_gib", "0", "memory set aside on the device"},
+                       {"block_size", "16", "paged KV block size in tokens"},
+                       {"max_len", "0", "contiguous reservation per sequence (0: the model's max positions)"}}),
+       [](const Params& p) { return memory_rows(evaluate_memory_point(p)); }},
+  };
+  return all;
+}
+
+const Scenario& find_scenario(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& s : scenarios()) {
+    if (s.name == name) return s;
+    names.push_back(s.name);
+  }
+  throw Error("unknown scenario '" + name + "' (known: " + join(names, ", ") + ")");
+}
+
+Params complete_params(const Scenario& s, const Params& given) {
+  std::vector<std::string> names;
+  for (const auto& pi : s.params) names.push_back(pi.name);
+  for (const auto& [k, _] : given) {
+    bool known = false;
+    for (const auto& pi : s.params) known = known || pi.name == k;
+    if (!known)
+      throw Error("unknown parameter '" + k + "' for scenario '" + s.name + "' (known: " + join(names, ", ") + ")");
+  }
+  Params p = given;
+  for (const auto& pi : s.params) {
+    if (p.count(pi.name)) continue;
+    const bool optional_override = pi.name == "weight_dtype" || pi.name == "act_dtype" || pi.name == "kv_dtype";
+    if (pi.fallback.empty() && !optional_override)
+      throw Error("scenario '" + s.name + "' needs parameter '" + pi.name + "' (" + pi.help + ")");
+    p[pi.name] = pi.fallback;
+  }
+  return p;
+}
+
+}  // namespace inferlab

@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""Draws one figure from an inferlab results CSV.
+
+    plot.py --csv RESULTS.csv --plot PLOT.json --out BASE      ->  BASE.png, BASE.svg
+
+PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
+  kind      roofline | memory | line
+  where     {column: value or [values]}   keep only matching rows (numbers compare as numbers)
+  exclude   {column: value or [values]}   drop matching rows
+  facet     column or [column, column]    one panel per value (grid: columns x rows)
+  title, logx, logy
+  roofline: label (colour, default op), marker (shape, default phase), annotate (a column written
+            beside matmul and attention points, e.g. op). Ceilings come from the
+            rows' peak_flops and bandwidth columns (the numbers the model used), so nothing about
+            the hardware is computed here. Measured points, where present, are joined to the
+            predicted ones.
+  memory:   x (default batch); stacked weights / KV cache / activations; the capacity of every
+            hardware in the panel as a horizontal line.
+  line:     x, y (column or list: one panel per column), series (columns naming each line),
+            hlines {y column: column holding a reference value, e.g. ai: ridge}. Rows with
+            fits=false (memory over the device capacity) get hollow markers.
+Column units are converted for display: *_s -> ms, *bytes -> GB, *flops_per_s -> TFLOP/s,
+*bytes_per_s -> GB/s.
+"""
+import argparse
+import csv
+import json
+import math
+import sys
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MARKERS = {"decode": "o", "prefill": "^", "": "s"}
+STACK = [("weights_bytes", "weights", "#4C72B0"), ("kv_cache_bytes", "KV cache", "#DD8452"),
+         ("activation_bytes", "activations", "#55A868")]
+
+
+def fail(msg):
+    print(f"plot.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def as_list(v):
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def number(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def same(cell, want):
+    a, b = number(cell), number(want)
+    if a is not None and b is not None:
+        return a == b
+    if isinstance(want, bool):
+        want = "true" if want else "false"
+    return str(cell) == str(want)
+
+
+def select(rows, plot):
+    for col, want in (plot.get("where") or {}).items():
+        rows = [r for r in rows if col in r and any(same(r[col], w) for w in as_list(want))]
+    for col, want in (plot.get("exclude") or {}).items():
+        rows = [r for r in rows if not (col in r and any(same(r[col], w) for w in as_list(want)))]
+    return rows
+
+
+def display(col):
+    """(scale, label) for a column."""
+    if col.endswith("flops_per_s"):
+        return 1e-12, f"{col} (TFLOP/s)"
+    if col.endswith("bytes_per_s"):
+        return 1e-9, f"{col} (GB/s)"
+    if col.endswith("_per_s"):
+        return 1.0, f"{col} (1/s)"
+    if col.endswith("_s"):
+        return 1e3, f"{col} (ms)"
+    if col.endswith("bytes") or col.startswith("bytes"):
+        return 1e-9, f"{col} (GB)"
+    if col == "ai":
+        return 1.0, "arithmetic intensity (FLOP/byte)"
+    return 1.0, col
+
+
+def key_text(row, cols):
+    return ", ".join(f"{row.get(c, '')}" for c in cols)
+
+
+def ordered_values(rows, col):
+    seen = []
+    for r in rows:
+        if r.get(col) not in seen:
+            seen.append(r.get(col))
+    return seen
+
+
+def panels(rows, plot):
+    """[(title, rows)] and the grid shape (nrows, ncols)."""
+    facet = as_list(plot.get("facet"))
+    if not facet:
+        return [("", rows)], (1, 1)
+    cols_v = ordered_values(rows, facet[0])
+    rows_v = ordered_values(rows, facet[1]) if len(facet) > 1 else [None]
+    out = []
+    for rv in rows_v:
+        for cv in cols_v:
+            sel = [r for r in rows if r.get(facet[0]) == cv and (rv is None or r.get(facet[1]) == rv)]
+            title = f"{facet[0]}={cv}" + (f", {facet[1]}={rv}" if rv is not None else "")
+            out.append((title, sel))
+    return out, (len(rows_v), len(cols_v))
+
+
+def figure(shape, plot, w=6.0, h=4.6, extra_w=0.0):
+    nr, nc = shape
+    width = max(w * nc + extra_w, 9.0)
+    fig, axes = plt.subplots(nr, nc, figsize=(width, h * nr + 0.6), squeeze=False)
+    if plot.get("title"):
+        fig.suptitle(textwrap.fill(plot["title"], width=int(width * 11)), fontsize=12)
+    return fig, [ax for row in axes for ax in row]
+
+
+def label_clusters(ax, points, radius=0.3):
+    """One multi-line label per group of points closer than `radius` decades (log-log)."""
+    clusters = []
+    for x, y, text, group in points:
+        for c in clusters:
+            if c["group"] == group and abs(math.log10(x / c["x"])) < radius and abs(math.log10(y / c["y"])) < radius:
+                if text not in c["texts"]:
+                    c["texts"].append(text)
+                break
+        else:
+            clusters.append({"x": x, "y": y, "group": group, "texts": [text]})
+    for c in clusters:
+        right = c["group"] != "prefill"  # decode labels to the right, prefill (near the roof) to the left
+        ax.annotate("\n".join(c["texts"]), (c["x"], c["y"]), xytext=(8 if right else -8, -6), textcoords="offset points",
+                    fontsize=6, va="top", ha="left" if right else "right", color="dimgray")
+
+
+def roofline(rows, plot):
+    rows = [r for r in rows if (number(r.get("ai")) or 0) > 0 and (number(r.get("predicted_s")) or 0) > 0]
+    if not rows:
+        fail("no rows with a positive arithmetic intensity to place on a roofline")
+    label_col, marker_col = plot.get("label", "op"), plot.get("marker", "phase")
+    annotate = plot.get("annotate")
+    labels = ordered_values(rows, label_col)
+    cmap = plt.get_cmap("tab10")
+    colour = {lab: cmap(i % 10) for i, lab in enumerate(labels)}
+    groups, shape = panels(rows, plot)
+    fig, axes = figure(shape, plot, 7.0, 5.4)
+    for ax, (title, sel) in zip(axes, groups):
+        if not sel:
+            ax.set_visible(False)
+            continue
+        ais = [number(r["ai"]) for r in sel]
+        lo, hi = min(ais) / 4, max(ais) * 4
+        ceilings = sorted({(number(r["peak_flops"]), number(r["bandwidth"]), r.get("compute_dtype", ""))
+                           for r in sel})
+        bw = max(c[1] for c in ceilings)
+        for peak, band, dtype in ceilings:
+            ridge = peak / band
+            lo, hi = min(lo, ridge / 8), max(hi, ridge * 8)
+        xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        for peak, band, dtype in ceilings:
+            ax.plot(xs, [min(peak, x * band) / 1e12 for x in xs], color="black", lw=1.2,
+                    ls="-" if "vector" not in dtype else ":")
+            ax.annotate(f"{dtype} {peak / 1e12:.0f} TFLOP/s\nridge {peak / band:.0f} FLOP/B", (peak / band, peak / 1e12),
+                        xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom", fontsize=7)
+        ax.annotate(f"HBM {bw / 1e9:.0f} GB/s", (lo * 1.5, lo * 1.5 * bw / 1e12), rotation=0, fontsize=8,
+                    va="bottom")
+        to_label = []
+        for r in sel:
+            x = number(r["ai"])
+            y = number(r["flops"]) / number(r["predicted_s"]) / 1e12
+            m = MARKERS.get(r.get(marker_col, ""), "s")
+            size = 140 if r.get("op") == "total" else 46
+            mk = "*" if r.get("op") == "total" else m
+            ax.scatter([x], [y], marker=mk, s=size, facecolors="none", edgecolors=[colour[r[label_col]]], lw=1.4)
+            if annotate and r.get(annotate):
+                to_label.append((x, y, r[annotate], r.get(marker_col, "")))
+            meas = number(r.get("measured_s"))
+            if meas and meas > 0:
+                ym = number(r["flops"]) / meas / 1e12
+                ax.scatter([x], [ym], marker=mk, s=size, color=colour[r[label_col]])
+                ax.plot([x, x], [y, ym], color=colour[r[label_col]], lw=0.8)
+        label_clusters(ax, to_label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(top=max(c[0] for c in ceilings) / 1e12 * 4)
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("attainable TFLOP/s")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.25)
+    handles = [plt.Line2D([], [], color=colour[lab], marker="o", ls="", label=lab) for lab in labels]
+    for ph in ordered_values(rows, marker_col):
+        handles.append(plt.Line2D([], [], color="gray", marker=MARKERS.get(ph, "s"), ls="", mfc="none",
+                                  label=f"{marker_col}={ph}"))
+    handles.append(plt.Line2D([], [], color="gray", marker="*", ls="", mfc="none", ms=11, label="whole step"))
+    if any(number(r.get("measured_s")) for r in rows):
+        handles.append(plt.Line2D([], [], color="gray", marker="o", ls="", label="measured (filled)"))
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 0.86, 0.95))
+    return fig
+
+
+def memory(rows, plot):
+    x = plot.get("x", "batch")
+    groups, shape = panels(rows, plot)
+    fig, axes = figure(shape, plot, 5.2, 4.2)
+    for ax, (title, sel) in zip(axes, groups):
+        if not sel:
+            ax.set_visible(False)
+            continue
+        xs, by_x = [], {}
+        for r in sel:  # one bar per x value (the breakdown does not depend on the hardware)
+            if r[x] not in by_x:
+                by_x[r[x]] = r
+                xs.append(r[x])
+        xs.sort(key=lambda v: (number(v) is None, number(v) or 0, v))
+        bottom = [0.0] * len(xs)
+        for col, name, colour in STACK:
+            vals = [(number(by_x[v].get(col)) or 0) / 1e9 for v in xs]
+            ax.bar(range(len(xs)), vals, bottom=bottom, color=colour, label=name, width=0.75)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        caps = sorted({(number(r["capacity_bytes"]), r.get("capacity_label", "")) for r in sel
+                       if number(r.get("capacity_bytes"))})
+        for i, (cap, lab) in enumerate(caps):
+            ax.axhline(cap / 1e9, color="crimson", ls=["--", ":", "-."][i % 3], lw=1.3)
+            ax.annotate(lab, (len(xs) - 0.5, cap / 1e9), ha="right", va="bottom", fontsize=7, color="crimson")
+        top = max(bottom + [c / 1e9 for c, _ in caps])
+        if caps and top > 3 * caps[-1][0] / 1e9:
+            # Keep the capacity lines readable: clip bars far above them and print their height.
+            top = 3 * caps[-1][0] / 1e9
+            for i, b in enumerate(bottom):
+                if b > top:
+                    ax.annotate(f"{b:.0f}", (i, top), ha="center", va="top", fontsize=7, color="white",
+                                rotation=90)
+        ax.set_ylim(0, top * 1.08)
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels(xs, rotation=45 if len(xs) > 8 else 0, fontsize=8)
+        ax.set_xlabel(x)
+        ax.set_ylabel("GB (10^9 bytes)")
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, axis="y", alpha=0.25)
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
+
+
+def line(rows, plot):
+    x = plot.get("x")
+    ys = as_list(plot.get("y"))
+    if not x or not ys:
+        fail("a line plot needs x and y")
+    series = as_list(plot.get("series"))
+    hlines = plot.get("hlines") or {}
+    fig, axes = figure((1, len(ys)), plot, 5.6, 4.4, extra_w=2.8)
+    keys = []
+    for r in rows:
+        k = key_text(r, series)
+        if k not in keys:
+            keys.append(k)
+    cmap = plt.get_cmap("tab10")
+    for ax, y in zip(axes, ys):
+        scale, ylabel = display(y)
+        for i, k in enumerate(keys):
+            pts = sorted((number(r[x]), number(r[y])) for r in rows
+                         if key_text(r, series) == k and number(r.get(x)) is not None and number(r.get(y)) is not None)
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], marker="o", ms=3.5, lw=1.4,
+                    color=cmap(i % 10), label=k or y)
+            # Points whose memory does not fit the device: hollow white markers over the line.
+            over = sorted((number(r[x]), number(r[y])) for r in rows
+                          if key_text(r, series) == k and r.get("fits") == "false"
+                          and number(r.get(x)) is not None and number(r.get(y)) is not None)
+            if over:
+                ax.plot([p[0] for p in over], [p[1] * scale for p in over], ls="", marker="o", ms=6,
+                        mfc="white", mec=cmap(i % 10))
+        if y in hlines:
+            ref_col = hlines[y]
+            refs = sorted({(number(r[ref_col]), key_text(r, series[:1])) for r in rows if number(r.get(ref_col))})
+            for j, (v, lab) in enumerate(refs):
+                ax.axhline(v * scale, color="gray", ls=["--", ":", "-."][j % 3], lw=1)
+                ax.annotate(f"{ref_col} {lab} ({v * scale:.0f})", (0.01, v * scale), xycoords=("axes fraction", "data"),
+                            fontsize=7, va="bottom", color="dimgray")
+        if plot.get("logx", False):
+            ax.set_xscale("log", base=2)
+        if plot.get("logy", False):
+            ax.set_yscale("log")
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.25)
+    handles = [plt.Line2D([], [], color=cmap(i % 10), marker="o", ms=3.5, label=k or ys[0]) for i, k in enumerate(keys)]
+    if any(r.get("fits") == "false" for r in rows):
+        handles.append(plt.Line2D([], [], color="gray", marker="o", ms=6, mfc="white", ls="",
+                                  label="does not fit in memory"))
+    fig.legend(handles=handles, loc="center right", fontsize=7, frameon=False,
+               title=", ".join(series) if series else None, title_fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1 - 2.6 / fig.get_figwidth(), 0.93))
+    return fig
+
+
+KINDS = {"roofline": roofline, "memory": memory, "line": line}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--csv", required=True)
+    ap.add_argument("--plot", required=True, help="JSON file with one plot entry")
+    ap.add_argument("--out", required=True, help="output path without extension")
+    a = ap.parse_args()
+    with open(a.plot) as f:
+        plot = json.load(f)
+    kind = plot.get("kind")
+    if kind not in KINDS:
+        fail(f"unknown plot kind '{kind}' (known: {', '.join(KINDS)})")
+    with open(a.csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows = select(rows, plot)
+    if not rows:
+        fail(f"plot '{plot.get('name', kind)}': no rows left after 'where'/'exclude'")
+    for col in as_list(plot.get("facet")) + as_list(plot.get("series")) + as_list(plot.get("x")) + as_list(plot.get("y")):
+        if col not in rows[0]:
+            fail(f"plot '{plot.get('name', kind)}': column '{col}' is not in {a.csv} "
+                 f"(columns: {', '.join(rows[0].keys())})")
+    fig = KINDS[kind](rows, plot)
+    fig.text(0.995, 0.005, "inferlab", ha="right", va="bottom", fontsize=6, color="gray")
+    for ext in ("png", "svg"):
+        fig.savefig(f"{a.out}.{ext}", dpi=150)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+#pragma once
+// A GPU as the model sees it: peak rates per dtype and unit, memory capacity and bandwidth, caches,
+// interconnect. Loaded from data/hardware/<id>.json (datasheet figures, each with its source).
+//
+// Tensor-core peaks are the DENSE figures. The 2:4-sparse figures NVIDIA quotes beside them (2x)
+// are kept in a separate, labelled table and are only used when an operator is 2:4 sparse:
+// predicting a dense GEMM from the sparse figure halves its time, a known bug in peer tools.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "inferlab/sim/dtype.h"
+
+namespace inferlab {
+
+struct Hardware {
+  std::string id;            // file stem: "h100-sxm-80gb"
+  std::string name;          // "NVIDIA H100 SXM5 80GB"
+  std::string architecture;  // "Hopper GH100"
+  int sm_count = 0;
+  double boost_clock_mhz = 0;
+  std::string memory_type;
+  double memory_bytes = 0;     // capacity a program can allocate into (nvidia-smi memory.total)
+  std::string memory_label;    // marketing label, "80 GB"
+  double memory_bandwidth = 0; // bytes/s, datasheet
+  double l2_bytes = 0;
+  double smem_per_sm_bytes = 0;
+  std::map<std::string, double> tensor_dense;   // FLOP/s by tensor_peak_key ("bf16", "fp8", ...)
+  std::map<std::string, double> tensor_sparse;  // 2:4 structured sparsity, FLOP/s; labelled apart
+  std::map<std::string, double> vector;         // non-tensor FLOP/s: "fp32", "fp64" (, "fp16")
+  double nvlink_bandwidth = 0;  // bytes/s, bidirectional total per GPU; 0 when absent
+  double pcie_bandwidth = 0;    // bytes/s, bidirectional total
+  double launch_overhead_s = 0; // per kernel launch, added to every op's roofline time
+  std::string ceilings_source = "datasheet";
+  std::string origin;           // the file it was loaded from
+  nlohmann::json sources;       // where each figure comes from
+
+  // Dense peak FLOP/s of a matrix product whose operands are of type t (tensor cores; fp32 uses the
+  // FP32 vector units). Throws inferlab::Error if the hardware has no such rate.
+  double matmul_peak(DType t) const;
+  // 2:4-sparse tensor-core peak (FLOP/s counted as the dense equivalent, as NVIDIA quotes them).
+  double sparse_matmul_peak(DType t) const;
+  // Non-tensor peak used by elementwise work (norms, softmax, activations): FP32 FMA rate.
+  double vector_peak() const;
+  // Ridge point of the roofline in FLOP/byte: matmul_peak(t) / memory_bandwidth.
+  double ridge(DType t) const { return matmul_peak(t) / memory_bandwidth; }
+};
+
+Hardware hardware_from_json(const nlohmann::json& j, const std::string& origin);
+// By id (case-insensitive, a file stem under data/hardware) or by path to a .json file. An unknown
+// name throws inferlab::Error listing the known ids.
+Hardware load_hardware(const std::string& name_or_path);
+std::vector<std::string> known_hardware();
+
+}  // namespace inferlab

@@ -1,0 +1,27 @@
+#pragma once
+// File helpers shared by every layer: JSON with file:line:column errors, and atomic writes
+// (a temporary file in the same folder, then rename) so a result file is never half-written.
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace inferlab {
+
+std::string read_text_file(const std::filesystem::path& path);
+// Parses a JSON file; a syntax error throws inferlab::Error "FILE:LINE:COL: malformed JSON: ...".
+nlohmann::json read_json_file(const std::filesystem::path& path);
+// Writes content to path through a temporary file in the same directory and a rename.
+void write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+// "LINE:COL" of a byte offset in text (both 1-based).
+std::string line_col_of_offset(std::string_view text, std::size_t offset);
+
+// Runs `command` through the shell; its standard output goes to *output (trailing newlines trimmed).
+// Returns the exit status, or -1 when it could not be run or was killed.
+int run_command(const std::string& command, std::string* output);
+// 'text' quoted for the shell.
+std::string shell_quote(const std::string& text);
+
+}  // namespace inferlab

@@ -1,0 +1,110 @@
+#pragma once
+// The operator graph of one forward step of a decoder-only transformer, with the cost of each
+// operator: FLOPs and the bytes of every tensor it reads or writes. This is the ONE place where
+// FLOPs and bytes are computed: the roofline, the memory model, the experiment rows, the kernels'
+// benchmarks and the plots all take their numbers from here.
+//
+// A step runs `new_tokens` tokens for each of `batch` sequences that already hold `past_tokens`
+// tokens of KV cache:
+//   prefill(b, s):  new = s, past = 0          decode(b, c): new = 1, past = c - 1
+// (chunked prefill is new = chunk, past = tokens done). Per layer, unfused, in launch order:
+//   attn_norm, qkv_proj, rope, kv_cache_write, attention, o_proj, attn_residual,
+//   ffn_norm, gate_up_proj (up_proj for two-matrix MLPs), act, down_proj, ffn_residual
+// (MoE adds router, and the MLP ops cover the experts the tokens reach), and once per step:
+//   embedding (before the layers), final_norm and lm_head (logits for each sequence's last token
+//   only, as serving engines compute them).
+//
+// Attention variants differ in bytes (and, under a causal mask, in FLOPs):
+//   flash: Q read once, K and V read once (past tokens from the KV cache in the KV dtype, new tokens
+//          from the QKV activation), O written once, the log-sum-exp (fp32) written; only the
+//          (query, key) pairs the mask keeps are computed.
+//   naive: S = Q K^T materialized in HBM (written by the QK^T GEMM, read and P written by the
+//          softmax, P read by the PV GEMM: 4 passes of b*h*new*keys elements in the activation
+//          dtype); the GEMMs compute the full new x keys rectangle whatever the mask; 3 launches.
+// MHA, GQA and MQA differ through kv_heads: K/V bytes scale with kv_heads, FLOPs with heads.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inferlab/sim/dtype.h"
+#include "inferlab/sim/model.h"
+
+namespace inferlab {
+
+enum class Phase { prefill, decode };
+enum class AttentionVariant { naive, flash };
+enum class OpClass { gemm, attention, elementwise, memory };
+enum class TensorRole { weight, activation, kv_cache, scores };
+
+std::string phase_name(Phase p);
+Phase parse_phase(const std::string& s);
+std::string attention_variant_name(AttentionVariant v);
+AttentionVariant parse_attention_variant(const std::string& s);
+std::string op_class_name(OpClass c);
+std::string tensor_role_name(TensorRole r);
+
+struct Traffic {
+  std::string tensor;  // "W_qkv", "x", "k_cache", "S", ...
+  TensorRole role;
+  bool write;
+  double bytes;        // per launch of the op
+};
+
+struct Op {
+  std::string name;        // "qkv_proj"
+  OpClass op_class = OpClass::elementwise;
+  std::string variant;     // attention: "flash"/"naive"; MoE MLP: "moe"; else empty
+  int64_t count = 1;       // instances per step (the layer count for per-layer ops)
+  int launches = 1;        // kernel launches per instance
+  double flops = 0;        // per instance; matmul FLOPs count 2 per multiply-add
+  bool tensor_core = false;  // flops run as matrix products in compute_dtype (else FP32 vector units)
+  DType compute_dtype = DType::fp32;
+  std::vector<Traffic> traffic;  // per instance
+
+  double bytes() const;
+  double bytes(TensorRole role) const;
+  double ai() const;  // FLOP per byte of HBM traffic; 0 when the op moves no bytes
+  double total_flops() const { return flops * double(count); }
+  double total_bytes() const { return bytes() * double(count); }
+};
+
+struct Precision {
+  DType weight = DType::fp16;
+  DType act = DType::fp16;
+  DType kv = DType::fp16;
+};
+
+struct Step {
+  Phase phase = Phase::decode;
+  int64_t batch = 1;
+  int64_t new_tokens = 1;
+  int64_t past_tokens = 0;
+  int64_t tokens() const { return batch * new_tokens; }
+  int64_t context() const { return past_tokens + new_tokens; }
+};
+// Throw inferlab::Error on non-positive sizes.
+Step prefill_step(int64_t batch, int64_t prompt_tokens);
+Step decode_step(int64_t batch, int64_t context_tokens);  // attends over context tokens (the new one included)
+Step make_step(Phase phase, int64_t batch, int64_t context_tokens);
+
+struct OpOptions {
+  Precision precision;
+  AttentionVariant attention = AttentionVariant::flash;
+  bool causal = true;
+};
+
+// (query, key) pairs one head of one sequence computes when `new_tokens` queries follow `past`
+// cached tokens: causal query i sees past + i + 1 keys (at most `window`), non-causal all of them.
+double attention_pairs(int64_t new_tokens, int64_t past, bool causal, std::optional<int64_t> window);
+// Distinct keys one sequence's queries touch (the K/V rows read once).
+int64_t attention_keys(int64_t new_tokens, int64_t past, std::optional<int64_t> window);
+// Expected number of distinct experts that `routed` token-slots reach when each picks uniformly.
+double expected_experts_touched(int64_t experts, int64_t top_k, int64_t tokens);
+
+std::vector<Op> step_ops(const ModelConfig& model, const Step& step, const OpOptions& options);
+
+// The attention core alone (what kernels/attention computes): one launch over batch x heads.
+Op attention_op(const ModelConfig& model, const Step& step, const OpOptions& options);
+
+}  // namespace inferlab

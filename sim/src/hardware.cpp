@@ -1,0 +1,126 @@
+#include "inferlab/sim/hardware.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/io.h"
+#include "inferlab/sim/json_fields.h"
+#include "inferlab/sim/paths.h"
+
+namespace inferlab {
+namespace fs = std::filesystem;
+namespace jf = json_fields;
+namespace {
+
+constexpr double kTera = 1e12, kGiga = 1e9, kMiB = 1024.0 * 1024.0, kKiB = 1024.0;
+
+std::map<std::string, double> rate_table(const nlohmann::json& j, const std::string& key, const std::string& where,
+                                         bool required) {
+  std::map<std::string, double> out;
+  const auto* t = jf::find(j, key);
+  if (!t) {
+    if (required) throw Error(where + ": missing table '" + key + "'");
+    return out;
+  }
+  if (!t->is_object()) throw Error(where + ": '" + key + "' must be an object of TFLOP/s by dtype");
+  for (const auto& [k, v] : t->items()) {
+    if (!v.is_number() || !(v.get<double>() > 0))
+      throw Error(where + ": " + key + "." + k + " must be a positive number of TFLOP/s");
+    out[k] = v.get<double>() * kTera;
+  }
+  return out;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string keys_of(const std::map<std::string, double>& m) {
+  std::vector<std::string> k;
+  for (const auto& [name, _] : m) k.push_back(name);
+  return k.empty() ? "none" : join(k, ", ");
+}
+
+}  // namespace
+
+double Hardware::matmul_peak(DType t) const {
+  if (t == DType::fp32) return vector_peak();
+  const std::string key = tensor_peak_key(t);
+  auto it = tensor_dense.find(key);
+  if (it == tensor_dense.end())
+    throw Error(id + " has no dense tensor-core rate for " + dtype_name(t) + " (it lists: " + keys_of(tensor_dense) + ")");
+  return it->second;
+}
+
+double Hardware::sparse_matmul_peak(DType t) const {
+  auto it = tensor_sparse.find(tensor_peak_key(t));
+  if (it == tensor_sparse.end())
+    throw Error(id + " has no 2:4-sparse tensor-core rate for " + dtype_name(t) + " (it lists: " + keys_of(tensor_sparse) + ")");
+  return it->second;
+}
+
+double Hardware::vector_peak() const {
+  auto it = vector.find("fp32");
+  if (it == vector.end()) throw Error(id + " has no FP32 vector rate");
+  return it->second;
+}
+
+Hardware hardware_from_json(const nlohmann::json& j, const std::string& origin) {
+  const std::string& w = origin;
+  if (!j.is_object()) throw Error(w + ": a hardware description must be a JSON object");
+  Hardware h;
+  h.origin = origin;
+  h.id = jf::string(j, "id", w);
+  if (h.id.empty()) throw Error(w + ": missing field 'id'");
+  h.name = jf::string(j, "name", w, h.id);
+  h.architecture = jf::string(j, "architecture", w);
+  h.sm_count = static_cast<int>(jf::positive(j, "sm_count", w));
+  h.boost_clock_mhz = jf::positive(j, "boost_clock_mhz", w);
+  const auto* mem = jf::find(j, "memory");
+  if (!mem || !mem->is_object()) throw Error(w + ": missing object 'memory'");
+  const std::string mw = w + ": memory";
+  h.memory_type = jf::string(*mem, "type", mw);
+  h.memory_bytes = jf::positive(*mem, "capacity_mib", mw) * kMiB;
+  h.memory_label = jf::string(*mem, "capacity_label", mw);
+  h.memory_bandwidth = jf::positive(*mem, "bandwidth_gb_s", mw) * kGiga;
+  h.l2_bytes = jf::positive(j, "l2_cache_mib", w) * kMiB;
+  h.smem_per_sm_bytes = jf::positive(j, "smem_per_sm_kib", w) * kKiB;
+  h.tensor_dense = rate_table(j, "tensor_tflops_dense", w, true);
+  h.tensor_sparse = rate_table(j, "tensor_tflops_sparse_2_4", w, false);
+  h.vector = rate_table(j, "vector_tflops", w, true);
+  if (!h.vector.count("fp32")) throw Error(w + ": vector_tflops must list fp32");
+  for (const auto& [k, sparse] : h.tensor_sparse) {
+    auto d = h.tensor_dense.find(k);
+    if (d != h.tensor_dense.end() && !(sparse > d->second))
+      throw Error(w + ": tensor_tflops_sparse_2_4." + k + " is not above the dense figure: are the tables swapped?");
+  }
+  if (const auto* ic = jf::find(j, "interconnect")) {
+    h.nvlink_bandwidth = jf::opt_number(*ic, "nvlink_gb_s", w + ": interconnect").value_or(0) * kGiga;
+    h.pcie_bandwidth = jf::opt_number(*ic, "pcie_gb_s", w + ": interconnect").value_or(0) * kGiga;
+  }
+  const double launch_us = jf::number(j, "launch_overhead_us", w);
+  if (launch_us < 0) throw Error(w + ": launch_overhead_us must not be negative");
+  h.launch_overhead_s = launch_us * 1e-6;
+  if (const auto* s = jf::find(j, "sources")) h.sources = *s;
+  return h;
+}
+
+std::vector<std::string> known_hardware() { return list_stems(data_dir() / "hardware", ".json", ".measured"); }
+
+Hardware load_hardware(const std::string& name_or_path) {
+  fs::path path(name_or_path);
+  std::error_code ec;
+  if (!(path.extension() == ".json" && fs::is_regular_file(path, ec))) {
+    const fs::path candidate = data_dir() / "hardware" / (lower(name_or_path) + ".json");
+    if (!fs::is_regular_file(candidate, ec))
+      throw Error("unknown hardware '" + name_or_path + "' (known: " + join(known_hardware(), ", ") +
+                  "; or give the path to a hardware .json)");
+    path = candidate;
+  }
+  return hardware_from_json(read_json_file(path), path.string());
+}
+
+}  // namespace inferlab

@@ -1,0 +1,138 @@
+// The `inferlab` binary end to end: output, --json, and bad input (message + non-zero exit).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "inferlab/sim/io.h"
+
+namespace fs = std::filesystem;
+namespace {
+
+struct Result {
+  int status;
+  std::string out;  // stdout
+  std::string all;  // stdout + stderr
+};
+
+Result cli(const std::string& args) {
+  const fs::path err = fs::temp_directory_path() / ("inferlab_cli_err_" + std::to_string(std::random_device{}()));
+  const std::string cmd = std::string("cd '") + INFERLAB_TEST_ROOT + "' && '" + INFERLAB_CLI + "' " + args + " 2>'" +
+                          err.string() + "'";
+  Result r{-1, "", ""};
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), pipe)) r.out += buf.data();
+  const int st = ::pclose(pipe);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::string e;
+  try {
+    e = inferlab::read_text_file(err);
+  } catch (...) {
+  }
+  fs::remove(err);
+  r.all = r.out + e;
+  return r;
+}
+
+void expect_failure(const std::string& args, const std::string& needle) {
+  const Result r = cli(args);
+  EXPECT_NE(r.status, 0) << args;
+  EXPECT_NE(r.all.find(needle), std::string::npos) << args << "\n" << r.all;
+}
+
+TEST(Cli, ModelPrintsPerOpTableAndTotals) {
+  const Result r = cli("model --model llama-2-7b --hardware a100-sxm-80gb --phase decode --batch 1 --context 4096");
+  ASSERT_EQ(r.status, 0) << r.all;
+  for (const char* s : {"qkv_proj", "attention/flash", "down_proj", "lm_head", "total", "memory-bound", "ridge 153.0"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST(Cli, ModelJsonIsMachineReadable) {
+  const Result r = cli("model --model llama-2-7b --hardware h100-sxm-80gb --phase prefill --context 2048 --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["layers"], 32);
+  EXPECT_EQ(j["step"]["phase"], "prefill");
+  bool saw_total = false;
+  for (const auto& op : j["ops"]) {
+    EXPECT_TRUE(op["flops"].is_number());
+    if (op["op"] == "total") {
+      saw_total = true;
+      EXPECT_EQ(op["bound"], "compute");
+    }
+  }
+  EXPECT_TRUE(saw_total);
+}
+
+TEST(Cli, MemoryGivesTheTwoGibKvOfTheWorkedExample) {
+  const Result r =
+      cli("memory --model llama-2-7b --batch 1 --context 4096 --dtype fp16 --hardware h100-sxm-80gb --block-size 16 --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["memory"]["kv_cache_bytes"], 2147483648LL);
+  EXPECT_NEAR(j["memory"]["weights_bytes"].get<double>() / 1e9, 13.48, 0.01);
+  EXPECT_EQ(j["memory"]["fits"], true);
+  const Result text = cli("memory --model llama-2-7b --batch 1 --context 4096 --dtype fp16 --hardware h100-sxm-80gb");
+  ASSERT_EQ(text.status, 0) << text.all;
+  for (const char* s : {"2.15 GB (2.00 GiB)", "fits", "largest batch", "paged", "contiguous"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text.out;
+}
+
+TEST(Cli, ListShowsModelsHardwareAndSpecs) {
+  const Result r = cli("list --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["models"].size(), 7u);
+  EXPECT_GE(j["hardware"].size(), 6u);
+  EXPECT_GE(j["specs"].size(), 3u);
+  EXPECT_EQ(cli("list").status, 0);
+}
+
+TEST(Cli, EveryVerbHasHelp) {
+  for (const char* verb : {"", "list", "model", "memory", "run", "plot"}) {
+    const Result r = cli(std::string(verb) + " --help");
+    EXPECT_EQ(r.status, 0) << verb;
+    if (*verb) {
+      EXPECT_NE(r.out.find("--json"), std::string::npos) << verb;
+    }
+  }
+}
+
+TEST(Cli, BadInputFailsWithAClearMessage) {
+  expect_failure("model --model llama-9 --hardware h100-sxm-80gb --context 8", "known: ");
+  expect_failure("model --model llama-2-7b --hardware h900 --context 8", "unknown hardware 'h900'");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --dtype fp12", "unknown dtype 'fp12'");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 0", "'context' must be at least 1");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --batch -2", "'batch' must be at least 1");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --kv-heads 5", "does not divide");
+  expect_failure("model --model llama-2-7b --hardware a100-sxm-80gb --context 8 --dtype fp8", "no dense tensor-core rate");
+  expect_failure("memory --model llama-2-7b --context ten", "must be an integer");
+  expect_failure("model --hardware h100-sxm-80gb --context 8", "--model is required");
+  expect_failure("run does-not-exist.yaml", "not found");
+  expect_failure("plot nothing.csv", "not found");
+}
+
+TEST(Cli, RunRejectsMalformedSpecWithoutWritingAnything) {
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_run_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  inferlab::write_file_atomic(dir / "bad.yaml", "scenario: model\nsweep:\n  batch: [1, 2\n");
+  expect_failure("run '" + (dir / "bad.yaml").string() + "' --out '" + (dir / "out").string() + "'", "bad.yaml:");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  inferlab::write_file_atomic(dir / "good.yaml",
+                              "scenario: memory\nfixed: {model: llama-2-7b, context: 4096}\nsweep: {batch: [1, 2]}\n");
+  const Result ok = cli("run '" + (dir / "good.yaml").string() + "' --out '" + (dir / "out").string() + "' --json");
+  EXPECT_EQ(ok.status, 0) << ok.all;
+  EXPECT_TRUE(fs::exists(dir / "out" / "good.csv"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "good.json"));
+  fs::remove_all(dir);
+}
+
+}  // namespace

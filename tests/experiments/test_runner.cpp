@@ -1,0 +1,167 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "inferlab/experiments/results.h"
+#include "inferlab/experiments/runner.h"
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/io.h"
+
+namespace inferlab {
+namespace fs = std::filesystem;
+namespace {
+
+class Runner : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("inferlab_runner_" + std::to_string(std::random_device{}()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunOptions options() const {
+    RunOptions o;
+    o.out_dir = dir_ / "out";
+    o.plots = false;
+    o.progress = false;
+    return o;
+  }
+  static GpuInfo no_gpu() {
+    GpuInfo g;
+    g.reason = "test";
+    return g;
+  }
+  fs::path dir_;
+};
+
+const char* kSpec = R"(
+name: small
+scenario: model
+fixed: {model: llama-2-7b, dtype: fp16}
+cases:
+  - {phase: decode, context: 512}
+  - {phase: prefill, context: 256}
+sweep:
+  hardware: [a100-sxm-80gb, h100-sxm-80gb]
+  batch: [1, 4, 16]
+)";
+
+TEST_F(Runner, WritesOneRowPerOpAndPointWithProvenance) {
+  const Spec s = parse_spec(kSpec, dir_ / "small.yaml");
+  const RunResult r = run_spec(s, options(), no_gpu());
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.points, 12);
+  EXPECT_EQ(r.ran, 12);
+  const ResultTable t = read_csv(r.csv);
+  const auto totals = t.where("op", "total");
+  EXPECT_EQ(totals.size(), 12u);
+  EXPECT_EQ(t.rows.size() % 12, 0u);
+  for (const auto* row : totals) {
+    EXPECT_FALSE(row->at("predicted_s").empty());
+    EXPECT_TRUE(row->at("measured_s").empty());  // no kernels, no GPU
+    EXPECT_FALSE(row->at("point").empty());
+  }
+  const auto prov = read_json_file(r.provenance);
+  EXPECT_TRUE(prov["complete"].get<bool>());
+  EXPECT_EQ(prov["points_done"].get<int>(), 12);
+  EXPECT_FALSE(prov["commit"].get<std::string>().empty());
+  EXPECT_FALSE(prov["date"].get<std::string>().empty());
+  EXPECT_FALSE(prov["gpu"]["present"].get<bool>());
+  EXPECT_EQ(prov["mode"], "predicted");
+  for (const auto& e : fs::directory_iterator(dir_ / "out"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "temporary file left: " << e.path();
+}
+
+TEST_F(Runner, ResumesAnInterruptedSweepWithoutRedoingPoints) {
+  const Spec s = parse_spec(kSpec, dir_ / "small.yaml");
+  RunOptions o = options();
+  o.stop_after = 5;
+  const RunResult first = run_spec(s, o, no_gpu());
+  EXPECT_FALSE(first.complete);
+  EXPECT_EQ(first.ran, 5);
+  EXPECT_EQ(read_csv(first.csv).where("op", "total").size(), 5u);
+  EXPECT_FALSE(read_json_file(first.provenance)["complete"].get<bool>());
+
+  o.stop_after = -1;
+  const RunResult second = run_spec(s, o, no_gpu());
+  EXPECT_TRUE(second.complete);
+  EXPECT_EQ(second.resumed, 5);
+  EXPECT_EQ(second.ran, 7);
+  const std::string resumed_csv = read_text_file(second.csv);
+
+  RunOptions clean = options();
+  clean.out_dir = dir_ / "clean";
+  const RunResult whole = run_spec(s, clean, no_gpu());
+  EXPECT_EQ(read_text_file(whole.csv), resumed_csv);  // same rows, same order as one uninterrupted run
+}
+
+TEST_F(Runner, RefusesToMixResultsOfAChangedSpec) {
+  const Spec s = parse_spec(kSpec, dir_ / "small.yaml");
+  run_spec(s, options(), no_gpu());
+  const std::string before = read_text_file(dir_ / "out" / "small.csv");
+  std::string changed = kSpec;
+  changed.replace(changed.find("[1, 4, 16]"), 10, "[1, 2]");
+  const Spec s2 = parse_spec(changed, dir_ / "small.yaml");
+  try {
+    run_spec(s2, options(), no_gpu());
+    FAIL() << "a changed spec overwrote earlier results";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--fresh"), std::string::npos);
+  }
+  EXPECT_EQ(read_text_file(dir_ / "out" / "small.csv"), before);
+  RunOptions fresh = options();
+  fresh.fresh = true;
+  EXPECT_EQ(run_spec(s2, fresh, no_gpu()).ran, 8);
+}
+
+TEST_F(Runner, BadPointIsReportedWithItsLineBeforeAnythingIsWritten) {
+  std::string bad = kSpec;
+  bad.replace(bad.find("[1, 4, 16]"), 10, "[1, 0, 16]");
+  const Spec s = parse_spec(bad, dir_ / "small.yaml");
+  try {
+    run_spec(s, options(), no_gpu());
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("small.yaml:10"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("batch"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "small.csv"));
+}
+
+TEST_F(Runner, UnknownNamesAreListed) {
+  auto expect_error = [&](const std::string& yaml, const std::string& needle) {
+    try {
+      run_spec(parse_spec(yaml, dir_ / "x.yaml"), options(), no_gpu());
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("scenario: model\nfixed: {model: gpt-5, hardware: h100-sxm-80gb, context: 8}\n", "llama-2-7b");
+  expect_error("scenario: model\nfixed: {model: llama-2-7b, hardware: tpu, context: 8}\n", "a100-sxm-80gb");
+  expect_error("scenario: model\nfixed: {model: llama-2-7b, hardware: l4, context: 8, dtype: fp7}\n", "unknown dtype");
+  expect_error("scenario: model\nfixed: {model: llama-2-7b, hardware: l4, context: 8, batsh: 2}\n",
+               "unknown parameter 'batsh'");
+  expect_error("scenario: model\nfixed: {model: llama-2-7b, hardware: l4}\n", "needs parameter 'context'");
+  expect_error("scenario: modle\n", "known: model, memory");
+  expect_error("scenario: memory\nfixed: {model: llama-2-70b, context: 8, kv_heads: 6}\n", "does not divide");
+}
+
+TEST(Csv, RoundTripsQuotedFields) {
+  ResultTable t;
+  t.add({{"a", "1"}, {"b", "x,y"}});
+  t.add({{"a", "say \"hi\""}, {"c", "line\nbreak"}});
+  const ResultTable back = parse_csv(t.to_csv(), "t.csv");
+  ASSERT_EQ(back.rows.size(), 2u);
+  EXPECT_EQ(back.columns, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(back.rows[0].at("b"), "x,y");
+  EXPECT_EQ(back.rows[1].at("a"), "say \"hi\"");
+  EXPECT_EQ(back.rows[1].at("c"), "line\nbreak");
+  EXPECT_EQ(back.rows[0].at("c"), "");
+  EXPECT_THROW(parse_csv("a,b\n1,2,3\n", "bad.csv"), Error);
+}
+
+}  // namespace
+}  // namespace inferlab

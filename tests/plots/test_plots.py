@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Draws every plot kind of plots/plot.py from a small generated CSV and checks the files.
+Exit 77 (skipped) when matplotlib is missing; 1 on any failure."""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    print("matplotlib not installed: skipped")
+    sys.exit(77)
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--plot-script", required=True)
+script = ap.parse_args().plot_script
+failures = []
+
+with tempfile.TemporaryDirectory() as d:
+    model_csv = os.path.join(d, "model.csv")
+    with open(model_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["hardware", "phase", "batch", "op", "ai", "flops", "predicted_s", "measured_s", "peak_flops",
+                    "bandwidth", "compute_dtype", "ridge"])
+        for hw, peak, bw in (("a100", 312e12, 2.039e12), ("h100", 989e12, 3.35e12)):
+            for phase, ai in (("decode", 1.0), ("prefill", 900.0)):
+                for b in (1, 8, 64):
+                    for op, k in (("qkv_proj", 1.0), ("attention", 0.5), ("total", 0.8)):
+                        flops = 1e12 * k
+                        t = max(flops / peak, flops / (ai * k * b) / bw)
+                        w.writerow([hw, phase, b, op, ai * k * b, flops, t, t * 1.2 if op != "total" else "", peak, bw,
+                                    "fp16", peak / bw])
+                w.writerow([hw, phase, 1, "rope", 0.6, 1e9, 1e-5, "", 19.5e12, bw, "fp32-vector", 19.5e12 / bw])
+    mem_csv = os.path.join(d, "mem.csv")
+    with open(mem_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "hardware", "batch", "weights_bytes", "kv_cache_bytes", "activation_bytes",
+                    "capacity_bytes", "capacity_label"])
+        for hw, cap in (("a100-40gb", 42.9e9), ("a100-80gb", 85.9e9)):
+            for b in (1, 2, 4, 8):
+                w.writerow(["m", hw, b, 13.5e9, 2.1e9 * b, 0.3e9, cap, hw])
+
+    cases = [
+        (model_csv, {"name": "r", "kind": "roofline", "facet": ["hardware"], "where": {"batch": [1, 8.0]}}),
+        (model_csv, {"name": "l", "kind": "line", "x": "batch", "y": ["predicted_s", "ai"],
+                     "series": ["hardware", "op"], "hlines": {"ai": "ridge"}, "logx": True, "logy": True,
+                     "exclude": {"op": "rope"}}),
+        (mem_csv, {"name": "m", "kind": "memory", "x": "batch", "facet": "model"}),
+    ]
+    for csv_path, plot in cases:
+        spec = os.path.join(d, plot["name"] + ".json")
+        with open(spec, "w") as f:
+            json.dump(plot, f)
+        out = os.path.join(d, "fig-" + plot["name"])
+        r = subprocess.run([sys.executable, script, "--csv", csv_path, "--plot", spec, "--out", out],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"{plot['kind']}: exit {r.returncode}: {r.stderr}")
+            continue
+        for ext in ("png", "svg"):
+            p = f"{out}.{ext}"
+            if not os.path.exists(p) or os.path.getsize(p) < 5000:
+                failures.append(f"{plot['kind']}: {p} missing or too small")
+        with open(f"{out}.png", "rb") as f:
+            if f.read(8) != b"\x89PNG\r\n\x1a\n":
+                failures.append(f"{plot['kind']}: not a PNG")
+
+    # Bad input: an unknown kind and a missing column fail with a message and a non-zero exit.
+    for plot, needle in (({"kind": "pie"}, "unknown plot kind"),
+                         ({"kind": "line", "x": "batch", "y": "nope"}, "column 'nope'"),
+                         ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left")):
+        spec = os.path.join(d, "bad.json")
+        with open(spec, "w") as f:
+            json.dump(plot, f)
+        r = subprocess.run([sys.executable, script, "--csv", model_csv, "--plot", spec, "--out",
+                            os.path.join(d, "bad")], capture_output=True, text=True)
+        if r.returncode == 0 or needle not in r.stderr:
+            failures.append(f"bad input {plot} accepted or unclear: {r.returncode} {r.stderr}")
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("all plot kinds drawn")

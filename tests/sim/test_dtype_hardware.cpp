@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+
+#include "inferlab/sim/dtype.h"
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/hardware.h"
+
+namespace inferlab {
+namespace {
+
+TEST(DType, BytesAndAliases) {
+  EXPECT_EQ(dtype_bytes(parse_dtype("float16")), 2.0);
+  EXPECT_EQ(dtype_bytes(parse_dtype("bfloat16")), 2.0);
+  EXPECT_EQ(parse_dtype("fp8"), DType::fp8_e4m3);
+  EXPECT_EQ(dtype_bytes(DType::int4), 0.5);
+  EXPECT_EQ(dtype_bytes(DType::fp32), 4.0);
+}
+
+TEST(DType, UnknownListsKnownNames) {
+  try {
+    parse_dtype("fp12");
+    FAIL() << "fp12 accepted";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("fp12"), std::string::npos);
+    EXPECT_NE(msg.find("bf16"), std::string::npos);
+  }
+}
+
+TEST(Hardware, A100RidgeIs153FlopPerByte) {
+  const Hardware a100 = load_hardware("a100-sxm-80gb");
+  // 312 TFLOP/s dense fp16 over 2.039 TB/s.
+  EXPECT_NEAR(a100.ridge(DType::fp16), 312.0 / 2.039, 1e-9);
+  EXPECT_NEAR(a100.ridge(DType::fp16), 153.0, 0.1);
+}
+
+TEST(Hardware, DenseFiguresAreUsedNotSparse) {
+  const Hardware h100 = load_hardware("h100-sxm-80gb");
+  EXPECT_DOUBLE_EQ(h100.matmul_peak(DType::bf16), 989.4e12);
+  EXPECT_DOUBLE_EQ(h100.matmul_peak(DType::fp8_e4m3), 1978.9e12);
+  EXPECT_DOUBLE_EQ(h100.sparse_matmul_peak(DType::bf16), 1978.9e12);
+  EXPECT_DOUBLE_EQ(h100.matmul_peak(DType::fp32), 66.9e12);  // FP32 runs on the vector units
+}
+
+TEST(Hardware, EveryShippedFileLoadsWithSparseTwiceDense) {
+  const auto names = known_hardware();
+  ASSERT_GE(names.size(), 6u);
+  for (const auto& n : names) {
+    SCOPED_TRACE(n);
+    const Hardware h = load_hardware(n);
+    EXPECT_EQ(h.id, n);
+    EXPECT_GT(h.memory_bandwidth, 1e11);
+    EXPECT_GT(h.memory_bytes, 16e9);
+    EXPECT_GT(h.sm_count, 0);
+    EXPECT_FALSE(h.sources.empty());
+    ASSERT_TRUE(h.tensor_dense.count("bf16"));
+    // NVIDIA's 2:4 figures are exactly twice the dense ones: a mixed-up table would show here.
+    for (const auto& [k, sparse] : h.tensor_sparse) {
+      ASSERT_TRUE(h.tensor_dense.count(k)) << k;
+      EXPECT_NEAR(sparse / h.tensor_dense.at(k), 2.0, 0.01) << k;
+    }
+  }
+}
+
+TEST(Hardware, UnknownNameListsKnownOnes) {
+  try {
+    load_hardware("b200");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("unknown hardware 'b200'"), std::string::npos);
+    EXPECT_NE(msg.find("h100-sxm-80gb"), std::string::npos);
+    EXPECT_NE(msg.find("a100-40gb"), std::string::npos);
+  }
+}
+
+TEST(Hardware, RejectsSwappedDenseAndSparseTables) {
+  nlohmann::json j = {{"id", "x"},
+                      {"sm_count", 1},
+                      {"boost_clock_mhz", 1},
+                      {"memory", {{"capacity_mib", 1024}, {"bandwidth_gb_s", 100}}},
+                      {"l2_cache_mib", 1},
+                      {"smem_per_sm_kib", 1},
+                      {"tensor_tflops_dense", {{"bf16", 200}}},
+                      {"tensor_tflops_sparse_2_4", {{"bf16", 100}}},
+                      {"vector_tflops", {{"fp32", 10}}},
+                      {"launch_overhead_us", 0}};
+  EXPECT_THROW(hardware_from_json(j, "x.json"), Error);
+  j["tensor_tflops_sparse_2_4"]["bf16"] = 400;
+  EXPECT_NO_THROW(hardware_from_json(j, "x.json"));
+  j["memory"]["bandwidth_gb_s"] = -1;
+  EXPECT_THROW(hardware_from_json(j, "x.json"), Error);
+}
+
+TEST(Hardware, MissingDtypeRateIsAnError) {
+  const Hardware a100 = load_hardware("a100-sxm-80gb");
+  EXPECT_THROW(a100.matmul_peak(DType::fp8_e4m3), Error);  // Ampere has no FP8 tensor cores
+}
+
+}  // namespace
+}  // namespace inferlab

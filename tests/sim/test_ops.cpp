@@ -1,0 +1,218 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/hardware.h"
+#include "inferlab/sim/model.h"
+#include "inferlab/sim/ops.h"
+#include "inferlab/sim/roofline.h"
+
+namespace inferlab {
+namespace {
+
+OpOptions fp16(AttentionVariant v = AttentionVariant::flash, bool causal = true) {
+  return OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, v, causal};
+}
+
+const Op& find_op(const std::vector<Op>& ops, const std::string& name) {
+  for (const auto& op : ops)
+    if (op.name == name) return op;
+  throw std::runtime_error("no op " + name);
+}
+
+double sum_flops(const std::vector<Op>& ops, OpClass c) {
+  double f = 0;
+  for (const auto& op : ops)
+    if (op.op_class == c) f += op.total_flops();
+  return f;
+}
+
+TEST(Ops, DecodeBatch1IsMemoryBoundOnA100) {
+  const auto m = load_model("llama-2-7b");
+  const auto hw = load_hardware("a100-sxm-80gb");
+  const auto s = predict_step(step_ops(m, decode_step(1, 4096), fp16()), hw);
+  EXPECT_EQ(s.bound(), Bound::memory);
+  for (std::size_t i = 0; i < s.ops.size(); ++i)
+    if (s.ops[i].op_class == OpClass::gemm) {
+      EXPECT_EQ(s.predictions[i].bound, Bound::memory) << s.ops[i].name;
+      EXPECT_LT(s.ops[i].ai(), 2.0) << s.ops[i].name;  // one token: ~1 FLOP per weight byte
+    }
+  // Weights dominate the bytes: all 13.5 GB of fp16 weights but the embedding table (one row of it
+  // is gathered), plus 2 GiB of KV cache at 4096 tokens (4095 cached, one new).
+  double weight = 0, kv = 0;
+  for (const auto& op : s.ops) {
+    weight += op.bytes(TensorRole::weight) * double(op.count);
+    kv += op.bytes(TensorRole::kv_cache) * double(op.count);
+  }
+  EXPECT_DOUBLE_EQ(weight, (m.total_params() - m.embedding_params() + double(m.hidden)) * 2.0);
+  EXPECT_NEAR(kv, 2147483648.0 * 4095.0 / 4096.0 + 524288.0 /* the new token's K, V written */, 1.0);
+  EXPECT_GT((weight + kv) / s.bytes, 0.999);
+  // So the step is about (bytes / bandwidth), ~7.7 ms, plus launch overheads.
+  EXPECT_NEAR(s.memory_s, s.bytes / 2.039e12, 1e-4);
+}
+
+TEST(Ops, Prefill2kIsComputeBoundOnA100) {
+  const auto m = load_model("llama-2-7b");
+  const auto hw = load_hardware("a100-sxm-80gb");
+  const auto s = predict_step(step_ops(m, prefill_step(1, 2048), fp16()), hw);
+  EXPECT_EQ(s.bound(), Bound::compute);
+  for (const char* name : {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "attention"}) {
+    for (std::size_t i = 0; i < s.ops.size(); ++i)
+      if (s.ops[i].name == name) {
+        EXPECT_EQ(s.predictions[i].bound, Bound::compute) << name;
+        EXPECT_GT(s.ops[i].ai(), hw.ridge(DType::fp16)) << name;
+      }
+  }
+}
+
+TEST(Ops, GemmFlopsAreTwoTimesParamsTimesTokens) {
+  for (const char* name : {"llama-2-7b", "llama-2-70b", "llama-3-8b", "mistral-7b"}) {
+    SCOPED_TRACE(name);
+    const auto m = load_model(name);
+    for (const Step& st : {prefill_step(2, 1024), decode_step(8, 3000)}) {
+      const auto ops = step_ops(m, st, fp16());
+      const double T = double(st.tokens());
+      const double layer_matmul_params = m.attention_params_per_layer() + m.mlp_params_per_layer();
+      const double expected =
+          2.0 * layer_matmul_params * double(m.layers) * T + 2.0 * m.lm_head_params() * double(st.batch);
+      EXPECT_DOUBLE_EQ(sum_flops(ops, OpClass::gemm), expected);
+      // Whole step: 2 x non-embedding params x tokens, plus the attention and elementwise terms.
+      double total = 0;
+      for (const auto& op : ops) total += op.total_flops();
+      const double rest = sum_flops(ops, OpClass::attention) + sum_flops(ops, OpClass::elementwise);
+      EXPECT_NEAR(total, expected + rest, 1e-6 * total);
+      EXPECT_LT(sum_flops(ops, OpClass::elementwise), 0.01 * total);
+    }
+  }
+}
+
+TEST(Ops, MoeGemmFlopsFollowActiveExperts) {
+  const auto m = load_model("mixtral-8x7b");
+  const auto ops = step_ops(m, prefill_step(1, 512), fp16());
+  const double T = 512;
+  const double expected = 2.0 * T * double(m.layers) *
+                              (m.attention_params_per_layer() + double(m.experts_per_token) * m.expert_params() +
+                               double(m.hidden * m.experts)) +
+                          2.0 * m.lm_head_params();
+  EXPECT_DOUBLE_EQ(sum_flops(ops, OpClass::gemm), expected);
+  // Decode batch 1 reads the weights of exactly top-k = 2 experts per layer.
+  const auto d = step_ops(m, decode_step(1, 100), fp16());
+  EXPECT_DOUBLE_EQ(find_op(d, "down_proj").bytes(TensorRole::weight), 2.0 * double(m.intermediate * m.hidden) * 2.0);
+  // A large batch reaches all 8.
+  EXPECT_NEAR(expected_experts_touched(8, 2, 256), 8.0, 1e-9);
+  EXPECT_DOUBLE_EQ(expected_experts_touched(8, 2, 1), 2.0);
+}
+
+TEST(Ops, AttentionPairsMatchBruteForce) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> len(1, 300), win(1, 200);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = len(rng), past = len(rng) - 1;
+    const bool causal = trial % 3 != 0;
+    const std::optional<int64_t> window = trial % 2 ? std::optional<int64_t>(win(rng)) : std::nullopt;
+    double brute = 0;
+    int64_t lowest_key = past + n;
+    for (int i = 0; i < n; ++i) {
+      const int64_t q = past + i;  // position of query i
+      int64_t lo = 0, hi = causal ? q : past + n - 1;
+      if (window) lo = std::max<int64_t>(0, hi - *window + 1);
+      brute += double(hi - lo + 1);
+      lowest_key = std::min(lowest_key, lo);
+    }
+    SCOPED_TRACE(testing::Message() << "n=" << n << " past=" << past << " causal=" << causal
+                                    << " window=" << (window ? *window : -1));
+    EXPECT_DOUBLE_EQ(attention_pairs(n, past, causal, window), brute);
+    if (causal) {
+      EXPECT_EQ(attention_keys(n, past, window), past + n - lowest_key);
+    }
+  }
+}
+
+TEST(Ops, NaiveAndFlashDifferInScoreBytes) {
+  const auto m = load_model("llama-2-7b");
+  const int64_t s = 2048, b = 2;
+  const auto st = prefill_step(b, s);
+  const Op flash = attention_op(m, st, fp16(AttentionVariant::flash, false));
+  const Op naive = attention_op(m, st, fp16(AttentionVariant::naive, false));
+  const double bhs2 = double(b) * double(m.heads) * double(s) * double(s) * 2.0;  // fp16 scores
+  EXPECT_DOUBLE_EQ(naive.bytes(TensorRole::scores), 4.0 * bhs2);  // S written, read; P written, read
+  EXPECT_DOUBLE_EQ(flash.bytes(TensorRole::scores), 0.0);
+  // Q, K, V and O are the same bytes; flash adds the fp32 log-sum-exp.
+  const double lse = double(b) * double(m.heads) * double(s) * 4.0;
+  EXPECT_DOUBLE_EQ(naive.bytes(TensorRole::activation) + lse, flash.bytes(TensorRole::activation));
+  // Non-causal: same FLOPs, 4 b h s^2 d.
+  EXPECT_DOUBLE_EQ(flash.flops, 4.0 * double(b) * double(m.heads) * double(s) * double(s) * double(m.head_dim));
+  EXPECT_DOUBLE_EQ(naive.flops, flash.flops);
+  // Causal: flash computes the kept pairs, s(s+1)/2; naive the whole rectangle.
+  const Op flash_c = attention_op(m, st, fp16(AttentionVariant::flash, true));
+  const Op naive_c = attention_op(m, st, fp16(AttentionVariant::naive, true));
+  EXPECT_DOUBLE_EQ(flash_c.flops, flash.flops * double(s + 1) / double(2 * s));
+  EXPECT_DOUBLE_EQ(naive_c.flops, naive.flops);
+  EXPECT_EQ(naive.launches, 3);
+}
+
+TEST(Ops, KvBytesFollowKvHeads) {
+  const auto gqa = load_model("llama-2-70b");
+  const auto mha = with_kv_heads(gqa, "mha");
+  const auto mqa = with_kv_heads(gqa, "mqa");
+  const auto st = decode_step(16, 4096);
+  const double kv_gqa = attention_op(gqa, st, fp16()).bytes(TensorRole::kv_cache);
+  EXPECT_DOUBLE_EQ(attention_op(mha, st, fp16()).bytes(TensorRole::kv_cache), 8.0 * kv_gqa);
+  EXPECT_DOUBLE_EQ(attention_op(mqa, st, fp16()).bytes(TensorRole::kv_cache), kv_gqa / 8.0);
+  // FLOPs follow the query heads: unchanged.
+  EXPECT_DOUBLE_EQ(attention_op(mha, st, fp16()).flops, attention_op(gqa, st, fp16()).flops);
+  // Decode reads (context - 1) cached tokens for K and V: 16 x 4095 x 2 x 8 x 128 x 2 bytes.
+  EXPECT_DOUBLE_EQ(kv_gqa, 16.0 * 4095 * 2 * 8 * 128 * 2);
+}
+
+TEST(Ops, SlidingWindowLimitsKeysRead) {
+  const auto m = load_model("mistral-7b");
+  const auto far = attention_op(m, decode_step(1, 16384), fp16());
+  const auto near = attention_op(m, decode_step(1, 4096), fp16());
+  EXPECT_DOUBLE_EQ(far.bytes(TensorRole::kv_cache), near.bytes(TensorRole::kv_cache));
+  EXPECT_DOUBLE_EQ(far.flops, near.flops);
+}
+
+TEST(Ops, DecodeAttentionStaysMemoryBoundAtAnyBatch) {
+  const auto m = load_model("llama-2-7b");
+  const auto hw = load_hardware("h100-sxm-80gb");
+  for (int64_t b : {1, 64, 512}) {
+    const Op att = attention_op(m, decode_step(b, 2048), fp16());
+    EXPECT_LT(att.ai(), 2.0) << b;  // each KV byte is used by one query: AI ~ 1 for MHA
+    EXPECT_EQ(predict(att, hw).bound, Bound::memory);
+  }
+  // The weight GEMMs cross the ridge (~295 FLOP/B on H100) once the batch is large enough.
+  const auto small = step_ops(m, decode_step(8, 2048), fp16());
+  const auto large = step_ops(m, decode_step(512, 2048), fp16());
+  EXPECT_EQ(predict(find_op(small, "gate_up_proj"), hw).bound, Bound::memory);
+  EXPECT_EQ(predict(find_op(large, "gate_up_proj"), hw).bound, Bound::compute);
+}
+
+TEST(Ops, RejectsNonPositiveSizes) {
+  EXPECT_THROW(prefill_step(0, 10), Error);
+  EXPECT_THROW(decode_step(1, 0), Error);
+  EXPECT_THROW(decode_step(-3, 10), Error);
+  EXPECT_THROW(parse_phase("training"), Error);
+  EXPECT_THROW(parse_attention_variant("paged"), Error);
+}
+
+TEST(Roofline, TimeIsMaxOfTermsPlusLaunch) {
+  const auto hw = load_hardware("h100-sxm-80gb");
+  Op op;
+  op.flops = 1e12;
+  op.tensor_core = true;
+  op.compute_dtype = DType::bf16;
+  op.traffic.push_back({"x", TensorRole::activation, false, 1e9});
+  const Prediction p = predict(op, hw);
+  EXPECT_DOUBLE_EQ(p.compute_s, 1e12 / 989.4e12);
+  EXPECT_DOUBLE_EQ(p.memory_s, 1e9 / 3350e9);
+  EXPECT_DOUBLE_EQ(p.time_s, p.compute_s + hw.launch_overhead_s);
+  EXPECT_EQ(p.bound, Bound::compute);
+  op.flops = 1;
+  op.traffic[0].bytes = 1;
+  EXPECT_EQ(predict(op, hw).bound, Bound::launch);
+}
+
+}  // namespace
+}  // namespace inferlab
