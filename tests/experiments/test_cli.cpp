@@ -1,16 +1,14 @@
 // The `inferlab` binary end to end: output, --json, and bad input (message + non-zero exit).
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <random>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
 #include "inferlab/sim/io.h"
+#include "inferlab/sim/paths.h"
 
 namespace fs = std::filesystem;
 namespace {
@@ -21,17 +19,23 @@ struct Result {
   std::string all;  // stdout + stderr
 };
 
+// The CLI under test: $INFERLAB_CLI, else `inferlab` beside this test binary or one folder up (a
+// carried bundle, a build tree), else the path CMake compiled in.
+std::string cli_path() {
+  if (const char* env = std::getenv("INFERLAB_CLI"); env && *env) return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  for (const fs::path& p : {self / "inferlab", self.parent_path() / "inferlab"})
+    if (fs::is_regular_file(p, ec)) return p.string();
+  return INFERLAB_CLI;
+}
+
 Result cli(const std::string& args) {
   const fs::path err = fs::temp_directory_path() / ("inferlab_cli_err_" + std::to_string(std::random_device{}()));
-  const std::string cmd = std::string("cd '") + INFERLAB_TEST_ROOT + "' && '" + INFERLAB_CLI + "' " + args + " 2>'" +
-                          err.string() + "'";
+  const std::string cmd = "cd " + inferlab::shell_quote(inferlab::project_root().string()) + " && " +
+                          inferlab::shell_quote(cli_path()) + " " + args + " 2>" + inferlab::shell_quote(err.string());
   Result r{-1, "", ""};
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), pipe)) r.out += buf.data();
-  const int st = ::pclose(pipe);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.status = inferlab::run_command(cmd, &r.out);
   std::string e;
   try {
     e = inferlab::read_text_file(err);
