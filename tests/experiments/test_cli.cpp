@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "inferlab/experiments/plots.h"
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
 
@@ -136,6 +137,33 @@ TEST(Cli, RunRejectsMalformedSpecWithoutWritingAnything) {
   EXPECT_EQ(ok.status, 0) << ok.all;
   EXPECT_TRUE(fs::exists(dir / "out" / "good.csv"));
   EXPECT_TRUE(fs::exists(dir / "out" / "good.json"));
+  fs::remove_all(dir);
+}
+
+TEST(Cli, RunDrawsTheSpecPlotsAndPlotRedrawsThem) {
+  try {
+    inferlab::plot_python();
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_plot_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  inferlab::write_file_atomic(dir / "p.yaml", R"(scenario: memory
+fixed: {model: llama-2-7b, hardware: a100-40gb, dtype: fp16}
+sweep: {batch: [1, 8], context: [1024, 4096]}
+plots:
+  - {name: bars, kind: memory, x: batch, where: {context: 4096}}
+  - {name: kv, kind: line, x: context, y: kv_cache_bytes, series: batch}
+)");
+  const Result r = cli("run '" + (dir / "p.yaml").string() + "' --out '" + (dir / "out").string() + "'");
+  ASSERT_EQ(r.status, 0) << r.all;
+  for (const char* f : {"p-bars.png", "p-bars.svg", "p-kv.png", "p-kv.svg"})
+    EXPECT_TRUE(fs::exists(dir / "out" / "figures" / f)) << f;
+  const Result again = cli("plot '" + (dir / "out" / "p.csv").string() + "' --plot kv --out '" + (dir / "redo").string() + "'");
+  EXPECT_EQ(again.status, 0) << again.all;
+  EXPECT_TRUE(fs::exists(dir / "redo" / "p-kv.png"));
+  EXPECT_FALSE(fs::exists(dir / "redo" / "p-bars.png"));
+  expect_failure("plot '" + (dir / "out" / "p.csv").string() + "' --plot nope", "no plot named 'nope'");
   fs::remove_all(dir);
 }
 
