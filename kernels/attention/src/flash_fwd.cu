@@ -1,0 +1,385 @@
+// Flash attention forward on tensor cores (mma.sync m16n8k16, fp32 accumulation), FlashAttention-2
+// style. One block computes BM query rows of one (batch, head):
+//   - Q tile [BM x D] to shared memory once (cp.async); K and V tiles [BN x D] streamed: V_j loads
+//     while S = Q K_j^T is computed, K_{j+1} loads while the softmax and O += P V_j run.
+//   - Each warp owns BM / WARPS rows; its scores stay in registers: the S accumulator fragment is
+//     re-packed as the A operand of P V without touching shared memory.
+//   - Online softmax in base 2 (scale folded into log2(e)); row max / sum reduced over the 4 lanes
+//     of a quad; fully masked rows handled (max = -inf -> no NaN).
+//   - Shared tiles are XOR-swizzled in 16-byte chunks (chunk ^ row % 8), so the 8 row addresses
+//     of every ldmatrix fall in distinct banks.
+//   - Causal: blocks stop at the diagonal (only the kept pairs are computed) and the longest
+//     query blocks are scheduled first; blocks that straddle the diagonal or the end of K mask.
+// Out-of-range rows of K/V are zero-filled (so P = 0 never meets garbage); out-of-range query rows
+// are computed on zeros and not written.
+#include <cfloat>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "flash_fwd.h"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/sim/error.h"
+
+namespace inferlab {
+namespace {
+
+template <int D_, int BM_, int BN_, int WARPS_>
+struct Tile {
+  static constexpr int D = D_, BM = BM_, BN = BN_, WARPS = WARPS_, THREADS = WARPS * 32;
+  static constexpr int MT = BM / (16 * WARPS);  // 16-row m-tiles per warp
+  static constexpr int NS = BN / 8;             // n-tiles of S
+  static constexpr int NO = D / 8;              // n-tiles of O
+  static constexpr int SMEM = (BM + 2 * BN) * D * 2;
+  static_assert(MT >= 1 && BM % (16 * WARPS) == 0, "BM must be a multiple of 16 * WARPS");
+  static_assert(BN % 16 == 0 && D % 16 == 0 && D >= 64, "tile shape");
+};
+
+// The tile for each head dim, in one place. Measured on the H100 (see kernels/attention/NOTES.md).
+template <int D>
+struct DefaultTile;
+template <>
+struct DefaultTile<128> {
+  using type = Tile<128, 128, 64, 4>;
+};
+template <>
+struct DefaultTile<64> {
+  using type = Tile<64, 128, 64, 4>;
+};
+
+struct FlashParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  int seq_q, seq_k, heads, kv_heads, group, batch_heads;
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+// Element offset of (row, col) in a [rows x D] tile stored with 16-byte chunks XOR-swizzled.
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+template <class T>
+struct Mma;
+template <>
+struct Mma<__nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+  }
+};
+template <>
+struct Mma<__half> {
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+  }
+};
+
+// Copies a [ROWS x D] tile (global row stride `stride` elements) into swizzled shared memory;
+// rows at or past `rows_valid` are zero-filled.
+template <class Cfg, int ROWS, class T>
+__device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, int rows_valid) {
+  constexpr int kChunks = Cfg::D / 8;
+#pragma unroll
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += Cfg::THREADS) {
+    const int r = c / kChunks, ch = c % kChunks;
+    const bool ok = r < rows_valid;
+    cp_async_16(smem + swz<Cfg::D>(r, ch * 8), ok ? g + r * stride + ch * 8 : g, ok);
+  }
+}
+
+template <class Cfg, bool kCausal, class T>
+__global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_constant__ FlashParams p) {
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, MT = Cfg::MT, NS = Cfg::NS, NO = Cfg::NO;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + BM * D;
+  T* sV = sK + BN * D;
+
+  const int m_block = int(gridDim.x) - 1 - int(blockIdx.x);  // longest causal rows first
+  const int bh = int(blockIdx.y + gridDim.y * blockIdx.z);
+  if (bh >= p.batch_heads) return;
+  const int b = bh / p.heads, h = bh % p.heads, kh = h / p.group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
+  const int row0 = m_block * BM;         // first query row of the block
+  const int offset = p.seq_k - p.seq_q;  // causal: query i sees keys j <= i + offset
+
+  const int64_t q_stride = int64_t(p.heads) * D, kv_stride = int64_t(p.kv_heads) * D;
+  const T* qg = static_cast<const T*>(p.q) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
+  const T* kg = static_cast<const T*>(p.k) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
+  const T* vg = static_cast<const T*>(p.v) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
+
+  int n_end = p.seq_k;
+  if (kCausal) n_end = min(p.seq_k, row0 + BM + offset);
+  const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+
+  load_tile<Cfg, BM>(sQ, qg, q_stride, min(BM, p.seq_q - row0));
+  if (n_blocks > 0) load_tile<Cfg, BN>(sK, kg, kv_stride, min(BN, p.seq_k));
+  cp_async_commit();
+
+  float acc_o[MT][NO][4];
+  float m_i[MT][2], l_i[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < NO; ++n) acc_o[mt][n][0] = acc_o[mt][n][1] = acc_o[mt][n][2] = acc_o[mt][n][3] = 0.f;
+    m_i[mt][0] = m_i[mt][1] = -INFINITY;
+    l_i[mt][0] = l_i[mt][1] = 0.f;
+  }
+  const int warp_row = warp * MT * 16;  // first row of this warp within the block
+
+  for (int nb = 0; nb < n_blocks; ++nb) {
+    cp_async_wait_all();
+    __syncthreads();  // K_nb (and Q) visible; every warp is done reading V_{nb-1}
+    load_tile<Cfg, BN>(sV, vg + int64_t(nb) * BN * kv_stride, kv_stride, min(BN, p.seq_k - nb * BN));
+    cp_async_commit();
+
+    // S = Q K^T for this warp's rows.
+    float s[MT][NS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < NS; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t qa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int r = warp_row + mt * 16 + (lane % 8) + 8 * ((lane / 8) & 1);
+        ldmatrix_x4(qa[mt], sQ + swz<D>(r, ks * 16 + 8 * (lane / 16)));
+      }
+#pragma unroll
+      for (int np = 0; np < NS / 2; ++np) {
+        uint32_t kb[4];
+        const int r = np * 16 + (lane % 8) + 8 * (lane / 16);
+        ldmatrix_x4(kb, sK + swz<D>(r, ks * 16 + 8 * ((lane / 8) & 1)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Mma<T>::run(s[mt][2 * np], qa[mt], kb[0], kb[1]);
+          Mma<T>::run(s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+        }
+      }
+    }
+
+    // Mask columns past the end of K and, causally, past each row's diagonal.
+    const int col0 = nb * BN;
+    const bool need_mask = col0 + BN > p.seq_k || (kCausal && col0 + BN - 1 > row0 + offset);
+    if (need_mask) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = col0 + n * 8 + 2 * t + (e & 1);
+            const int row = row0 + warp_row + mt * 16 + g + 8 * (e >> 1);
+            if (col >= p.seq_k || (kCausal && col > row + offset)) s[mt][n][e] = -INFINITY;
+          }
+    }
+
+    cp_async_wait_all();
+    __syncthreads();  // V_nb visible; every warp is done reading K_nb
+    if (nb + 1 < n_blocks) {
+      load_tile<Cfg, BN>(sK, kg + int64_t(nb + 1) * BN * kv_stride, kv_stride, min(BN, p.seq_k - (nb + 1) * BN));
+      cp_async_commit();
+    }
+
+    // Online softmax: rows g and g + 8 of each m-tile; a quad of lanes shares a row.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = m_i[mt][half];
+#pragma unroll
+        for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * half], s[mt][n][2 * half + 1]) * p.scale_log2);
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+        const float base = mx == -INFINITY ? 0.f : mx;
+        const float alpha = exp2f(m_i[mt][half] - base);
+        m_i[mt][half] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = exp2f(s[mt][n][2 * half + e] * p.scale_log2 - base);
+            s[mt][n][2 * half + e] = pv;
+            sum += pv;
+          }
+        l_i[mt][half] = l_i[mt][half] * alpha + sum;  // this lane's partial; the quad is summed at the end
+#pragma unroll
+        for (int n = 0; n < NO; ++n) {
+          acc_o[mt][n][2 * half] *= alpha;
+          acc_o[mt][n][2 * half + 1] *= alpha;
+        }
+      }
+
+    // O += P V: the S accumulators of n-tiles 2kk, 2kk+1 are the A fragment of k-step kk.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = Mma<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = Mma<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = Mma<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = Mma<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < NO / 2; ++dp) {
+        uint32_t vb[4];
+        const int r = kk * 16 + (lane % 8) + 8 * ((lane / 8) & 1);
+        ldmatrix_x4_trans(vb, sV + swz<D>(r, dp * 16 + 8 * (lane / 16)));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Mma<T>::run(acc_o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+          Mma<T>::run(acc_o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+        }
+      }
+    }
+  }
+
+  // Epilogue: finish the row sums, normalize, write O and the log-sum-exp.
+  T* og = static_cast<T*>(p.o) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
+  float* lse = p.lse + int64_t(bh) * p.seq_q + row0;
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = l_i[mt][half];
+      l += __shfl_xor_sync(~0u, l, 1);
+      l += __shfl_xor_sync(~0u, l, 2);
+      const int r = warp_row + mt * 16 + g + 8 * half;
+      if (row0 + r >= p.seq_q) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+      for (int n = 0; n < NO; ++n) {
+        const uint32_t packed = Mma<T>::pack(acc_o[mt][n][2 * half] * inv, acc_o[mt][n][2 * half + 1] * inv);
+        *reinterpret_cast<uint32_t*>(og + int64_t(r) * q_stride + n * 8 + 2 * t) = packed;
+      }
+      if (t == 0) lse[r] = l > 0.f ? (m_i[mt][half] + log2f(l)) * kLn2 : -INFINITY;
+    }
+}
+
+template <class Cfg, bool kCausal, class T>
+void launch(const AttentionParams& a, cudaStream_t stream) {
+  FlashParams p{};
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.o = a.o;
+  p.lse = a.lse;
+  p.seq_q = int(a.seq_q);
+  p.seq_k = int(a.seq_k);
+  p.heads = int(a.heads);
+  p.kv_heads = int(a.kv_heads);
+  p.group = int(a.heads / a.kv_heads);
+  p.batch_heads = int(a.batch * a.heads);
+  p.scale_log2 = a.softmax_scale() * 1.4426950408889634f;
+  auto kernel = flash_fwd_kernel<Cfg, kCausal, T>;
+  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM));
+  const unsigned m_blocks = unsigned((a.seq_q + Cfg::BM - 1) / Cfg::BM);
+  const unsigned bh = unsigned(p.batch_heads), y = bh < 65535u ? bh : 65535u, z = (bh + y - 1) / y;
+  kernel<<<dim3(m_blocks, y, z), Cfg::THREADS, Cfg::SMEM, stream>>>(p);
+  INFERLAB_CHECK_LAUNCH();
+}
+
+template <class Cfg, class T>
+void dispatch_causal(const AttentionParams& a, cudaStream_t s) {
+  if (a.causal)
+    launch<Cfg, true, T>(a, s);
+  else
+    launch<Cfg, false, T>(a, s);
+}
+
+template <class Cfg>
+void dispatch_dtype(const AttentionParams& a, cudaStream_t s) {
+  if (a.dtype == DType::bf16)
+    dispatch_causal<Cfg, __nv_bfloat16>(a, s);
+  else
+    dispatch_causal<Cfg, __half>(a, s);
+}
+
+// Tuning only: INFERLAB_FLASH_TILE=BMxBNxWARPS picks another head-dim-128 tile, so that one
+// binary can time the candidates side by side on the GPU. Unknown values fall back to the default.
+bool dispatch_tuning_tile(const AttentionParams& a, cudaStream_t stream) {
+  const char* env = std::getenv("INFERLAB_FLASH_TILE");
+  if (!env || a.head_dim != 128) return false;
+  const std::string t = env;
+  if (t == "128x32x4") return dispatch_dtype<Tile<128, 128, 32, 4>>(a, stream), true;
+  if (t == "64x64x4") return dispatch_dtype<Tile<128, 64, 64, 4>>(a, stream), true;
+  if (t == "128x64x8") return dispatch_dtype<Tile<128, 128, 64, 8>>(a, stream), true;
+  return false;
+}
+
+}  // namespace
+
+void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
+  if (a.seq_q > INT32_MAX || a.seq_k > INT32_MAX || a.batch * a.heads > INT32_MAX)
+    throw Error("attention/flash: shape too large for 32-bit indices");
+  if (dispatch_tuning_tile(a, stream)) return;
+  switch (a.head_dim) {
+    case 128:
+      return dispatch_dtype<DefaultTile<128>::type>(a, stream);
+    case 64:
+      return dispatch_dtype<DefaultTile<64>::type>(a, stream);
+    default:
+      throw Error("attention/flash: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
+  }
+}
+
+const char* flash_tile_name(int head_dim) {
+  return head_dim == 64 ? "BM128 BN64 4 warps" : "BM128 BN64 4 warps";
+}
+
+}  // namespace inferlab
