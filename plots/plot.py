@@ -17,7 +17,8 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   memory:   x (default batch); stacked weights / KV cache / activations; the capacity of every
             hardware in the panel as a horizontal line.
   line:     x, y (column or list: one panel per column), series (columns naming each line),
-            hlines {y column: column holding a reference value, e.g. ai: ridge}. Rows with
+            hlines {y column: column holding a reference value, e.g. ai: ridge},
+            compare {y column: column drawn dashed beside it, e.g. measured_s: predicted_s}. Rows with
             fits=false (memory over the device capacity) get hollow markers.
 Column units are converted for display: *_s -> ms, *bytes -> GB, *flops_per_s -> TFLOP/s,
 *bytes_per_s -> GB/s.
@@ -279,6 +280,13 @@ def line(rows, plot):
                 continue
             ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], marker="o", ms=3.5, lw=1.4,
                     color=cmap(i % 10), label=k or y)
+            paired = (plot.get("compare") or {}).get(y)
+            if paired:  # the model's value for the same points, dashed in the same colour
+                pp = sorted((number(r[x]), number(r[paired])) for r in rows
+                            if key_text(r, series) == k and number(r.get(x)) is not None
+                            and number(r.get(paired)) is not None)
+                pscale, _ = display(paired)
+                ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=cmap(i % 10))
             # Points whose memory does not fit the device: hollow white markers over the line.
             over = sorted((number(r[x]), number(r[y])) for r in rows
                           if key_text(r, series) == k and r.get("fits") == "false"

@@ -4,6 +4,7 @@
 //   inferlab memory --model M --batch 1 --context 4096 [--hardware H] [--block-size 16]
 //   inferlab run SPEC.yaml... [--predict-only] [--out DIR] [--fresh]
 //   inferlab plot RESULTS.csv [--plot NAME] [--out DIR]
+//   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
 // Every verb takes --json for machine-readable output. Bad input prints "inferlab: error: ..." and
 // exits with status 1 (2 for command-line syntax errors).
 #include <cstdio>
@@ -21,6 +22,9 @@
 #include "inferlab/experiments/scenarios.h"
 #include "inferlab/experiments/spec.h"
 #include "inferlab/roofline/gpu_info.h"
+#ifdef INFERLAB_HAVE_CUDA
+#include "inferlab/roofline/ceilings.h"
+#endif
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
@@ -308,6 +312,73 @@ int cmd_plot(const std::string& csv_arg, const std::string& only, const std::str
   return 0;
 }
 
+// ---------------------------------------------------------------- ceilings
+int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bool quick, bool json) {
+#ifndef INFERLAB_HAVE_CUDA
+  (void)hardware_arg, (void)out_arg, (void)quick, (void)json;
+  throw Error("ceilings: this inferlab was built without CUDA; build with nvcc to measure a GPU");
+#else
+  const GpuInfo gpu = detect_gpu();
+  if (!gpu.present) throw Error("ceilings: no GPU to measure (" + gpu.reason + ")");
+  std::string id = hardware_arg.empty() ? hardware_for_device(gpu.name) : hardware_arg;
+  if (id.empty())
+    throw Error("ceilings: no data/hardware file lists the device name '" + gpu.name +
+                "' (add it to a file's device_names, or pass --hardware ID)");
+  const Hardware sheet = load_hardware(id, CeilingsMode::datasheet);
+  if (!json) fmt::print(stderr, "measuring {} as {} ({})...\n", gpu.name, id, quick ? "quick" : "full");
+  CeilingOptions options;
+  options.quick = quick;
+  const Ceilings c = measure_ceilings(options);
+  nlohmann::json tensor = nlohmann::json::object();
+  for (const auto& [k, v] : c.tensor_flops) tensor[k] = v / 1e12;
+  nlohmann::json details = nlohmann::json::array();
+  for (const auto& d : c.details)
+    details.push_back({{"key", d.key},
+                       {"value", d.value},
+                       {"unit", d.unit},
+                       {"method", d.method},
+                       {"median_s", d.timing.median_s},
+                       {"p10_s", d.timing.p10_s},
+                       {"p90_s", d.timing.p90_s},
+                       {"repeats", d.timing.repeats}});
+  nlohmann::json out = provenance_json(gpu);
+  out["id"] = id;
+  out["quick"] = quick;
+  out["ceilings"] = {{"memory_bandwidth_gb_s", c.copy_bandwidth / 1e9},
+                     {"memory_read_bandwidth_gb_s", c.read_bandwidth / 1e9},
+                     {"l2_bandwidth_gb_s", c.l2_bandwidth / 1e9},
+                     {"tensor_tflops_dense", tensor},
+                     {"vector_tflops", {{"fp32", c.fp32_flops / 1e12}}},
+                     {"launch_overhead_us", c.launch_overhead_s * 1e6}};
+  out["note"] = "memory_bandwidth_gb_s is the copy bandwidth (bytes read + written); it replaces the datasheet "
+                "bandwidth in predictions, as the tensor and FP32 rates replace the datasheet peaks";
+  out["details"] = details;
+  const fs::path path = out_arg.empty() ? measured_ceilings_path(id) : fs::path(out_arg);
+  write_file_atomic(path, out.dump(2) + "\n");
+  if (json) {
+    print_json(out);
+    return 0;
+  }
+  auto ratio = [](double m, double d) { return d > 0 ? fmt::format("{:5.1f}%", 100 * m / d) : std::string("   - "); };
+  fmt::print("{:<28} {:>14} {:>14} {:>8}\n", "ceiling", "measured", "datasheet", "ratio");
+  fmt::print("{:<28} {:>10.0f} GB/s {:>9.0f} GB/s {:>8}\n", "HBM copy (read+write)", c.copy_bandwidth / 1e9,
+             sheet.memory_bandwidth / 1e9, ratio(c.copy_bandwidth, sheet.memory_bandwidth));
+  fmt::print("{:<28} {:>10.0f} GB/s {:>9.0f} GB/s {:>8}\n", "HBM read", c.read_bandwidth / 1e9,
+             sheet.memory_bandwidth / 1e9, ratio(c.read_bandwidth, sheet.memory_bandwidth));
+  fmt::print("{:<28} {:>10.0f} GB/s {:>14} {:>8}\n", "L2 read", c.l2_bandwidth / 1e9, "", "");
+  fmt::print("{:<28} {:>7.1f} TFLOP/s {:>6.1f} TFLOP/s {:>8}\n", "FP32 FMA", c.fp32_flops / 1e12,
+             sheet.vector_peak() / 1e12, ratio(c.fp32_flops, sheet.vector_peak()));
+  for (const auto& [k, v] : c.tensor_flops) {
+    const double d = sheet.tensor_dense.count(k) ? sheet.tensor_dense.at(k) : 0;
+    fmt::print("{:<28} {:>7.1f} TFLOP/s {:>6.1f} TFLOP/s {:>8}\n", "tensor " + k + " (dense)", v / 1e12, d / 1e12,
+               ratio(v, d));
+  }
+  fmt::print("{:<28} {:>10.2f} us\n", "kernel launch", c.launch_overhead_s * 1e6);
+  fmt::print("wrote {}\n", path.string());
+  return 0;
+#endif
+}
+
 void add_precision_options(CLI::App* c, Params& p) {
   c->add_option_function<std::string>("--dtype", [&p](const std::string& v) { p["dtype"] = v; },
                                       "weights, activations and KV (default: the model's torch_dtype)");
@@ -376,6 +447,14 @@ int main(int argc, char** argv) {
   run->add_flag("--no-plots", no_plots, "skip the figures");
   run->add_flag("--json", json, "machine-readable summary");
 
+  std::string ceil_hw, ceil_out;
+  bool ceil_quick = false;
+  auto* ceilings = app.add_subcommand("ceilings", "measure this GPU's ceilings into data/hardware/<id>.measured.json");
+  ceilings->add_option("--hardware", ceil_hw, "hardware id to file the measurement under (default: by device name)");
+  ceilings->add_option("--out", ceil_out, "write here instead of data/hardware/<id>.measured.json");
+  ceilings->add_flag("--quick", ceil_quick, "small sizes, few repeats (a smoke run; not for the model)");
+  ceilings->add_flag("--json", json, "machine-readable output");
+
   std::string csv, only_plot, plot_out;
   auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON)");
   plot->add_option("results", csv, "results .csv")->required();
@@ -398,6 +477,7 @@ int main(int argc, char** argv) {
       return cmd_run(specs, run_opts, json);
     }
     if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
+    if (*ceilings) return cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
   } catch (const Error& e) {
     fmt::print(stderr, "inferlab: error: {}\n", e.what());
     return 1;

@@ -83,13 +83,15 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
 
   RunResult res;
   res.points = int64_t(points.size());
-  res.measured = false;
+  res.measured = !opt.predict_only && gpu.present && scenario->measure;
   if (opt.predict_only)
     res.mode_reason = "predict-only requested";
   else if (!gpu.present)
     res.mode_reason = "no GPU (" + gpu.reason + "): predictions only";
+  else if (!scenario->measure)
+    res.mode_reason = "scenario '" + spec.scenario + "' has no kernel to measure: predictions only";
   else
-    res.mode_reason = "scenario '" + spec.scenario + "' has no kernel to measure yet: predictions only";
+    res.mode_reason = "measured on " + gpu.name;
 
   const fs::path out = opt.out_dir.empty() ? default_out_dir(gpu, opt.predict_only) : opt.out_dir;
   res.csv = out / (spec.name + ".csv");
@@ -111,6 +113,18 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
     table = read_csv(res.csv);
     for (const auto& r : table.rows)
       if (auto it = r.find("point"); it != r.end()) done.insert(it->second);
+  }
+
+  // Measuring: every pending point passes its preflight (GPU, memory) before the first launch.
+  if (res.measured && scenario->preflight) {
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (done.count(points[i].key())) continue;
+      try {
+        scenario->preflight(completed[i]);
+      } catch (const Error& e) {
+        throw Error(spec.path.string() + ": point {" + describe(points[i].params) + "}: " + e.what());
+      }
+    }
   }
 
   nlohmann::json prov = provenance_json(gpu);
@@ -150,6 +164,16 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
       interrupted = true;
       break;
     }
+    const auto point_start = clock::now();
+    if (res.measured) {
+      try {
+        scenario->measure(completed[i], predicted[i]);
+      } catch (const std::exception& e) {
+        flush(false);  // keep what was measured; a rerun resumes here
+        throw Error(spec.path.string() + ": point {" + describe(points[i].params) + "}: measurement failed: " +
+                    e.what());
+      }
+    }
     for (const Row& r : predicted[i]) {
       Row full{{"point", key}};
       for (const auto& [k, v] : completed[i]) full.emplace_back(k, v);
@@ -163,12 +187,14 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
       if (tty) {
         std::fprintf(stderr, "\r\033[K  [%*zu/%zu] %s%s", width, i + 1, points.size(),
                      describe(points[i].params).substr(0, 110).c_str(), last ? "\n" : "");
-      } else if (last || clock::now() - last_progress > std::chrono::seconds(1)) {
-        std::fprintf(stderr, "  [%*zu/%zu] %s\n", width, i + 1, points.size(), describe(points[i].params).c_str());
+      } else if (last || res.measured || clock::now() - last_progress > std::chrono::seconds(1)) {
+        const double secs = std::chrono::duration<double>(clock::now() - point_start).count();
+        std::fprintf(stderr, "  [%*zu/%zu] %s%s\n", width, i + 1, points.size(), describe(points[i].params).c_str(),
+                     res.measured ? (" (" + std::to_string(int(secs * 1000)) + " ms)").c_str() : "");
         last_progress = clock::now();
       }
     }
-    if (clock::now() - last_flush > std::chrono::seconds(1)) {
+    if (res.measured || clock::now() - last_flush > std::chrono::seconds(1)) {
       flush(false);
       last_flush = clock::now();
     }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "inferlab/sim/error.h"
+#include "measurers.h"
 #include "inferlab/sim/paths.h"
 
 namespace inferlab {
@@ -77,7 +78,7 @@ Precision param_precision(const Params& p, const ModelConfig& m) {
 ModelPoint evaluate_model_point(const Params& p) {
   ModelPoint mp;
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
-  mp.hardware = load_hardware(get(p, "hardware"));
+  mp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
   mp.step = make_step(parse_phase(get(p, "phase")), param_int(p, "batch"), param_int(p, "context"));
   mp.options.precision = param_precision(p, mp.model);
   mp.options.attention = parse_attention_variant(get(p, "attention"));
@@ -86,40 +87,61 @@ ModelPoint evaluate_model_point(const Params& p) {
   return mp;
 }
 
+Row op_row(const Op& op, const Prediction& pr, double step_time_s) {
+  const double n = double(op.count);
+  return Row{{"op", op.name},
+             {"op_class", op_class_name(op.op_class)},
+             {"variant", op.variant},
+             {"count", num(op.count)},
+             {"launches", num(int64_t(op.launches) * op.count)},
+             {"flops", num(op.total_flops())},
+             {"bytes", num(op.total_bytes())},
+             {"bytes_weight", num(op.bytes(TensorRole::weight) * n)},
+             {"bytes_activation", num(op.bytes(TensorRole::activation) * n)},
+             {"bytes_kv", num(op.bytes(TensorRole::kv_cache) * n)},
+             {"bytes_scores", num(op.bytes(TensorRole::scores) * n)},
+             {"ai", num(op.ai())},
+             {"compute_dtype", op.tensor_core ? dtype_name(op.compute_dtype) : "fp32-vector"},
+             {"peak_flops", num(pr.peak_flops)},
+             {"bandwidth", num(pr.bandwidth)},
+             {"ridge", num(pr.ridge())},
+             {"compute_s", num(pr.compute_s * n)},
+             {"memory_s", num(pr.memory_s * n)},
+             {"launch_s", num(pr.launch_s * n)},
+             {"predicted_s", num(pr.total_s)},
+             {"bound", bound_name(pr.bound)},
+             {"share", num(step_time_s > 0 ? pr.total_s / step_time_s : 0.0)},
+             {"predicted_flops_per_s", num(pr.total_s > 0 ? op.total_flops() / pr.total_s : 0.0)},
+             {"predicted_bytes_per_s", num(pr.total_s > 0 ? op.total_bytes() / pr.total_s : 0.0)}};
+}
+
+void set_cell(Row& row, const std::string& column, const std::string& value) {
+  for (auto& [k, v] : row)
+    if (k == column) {
+      v = value;
+      return;
+    }
+  row.emplace_back(column, value);
+}
+
+std::string get_cell(const Row& row, const std::string& column) {
+  for (const auto& [k, v] : row)
+    if (k == column) return v;
+  return "";
+}
+
+const char* const kMeasuredColumns[] = {"measured_s", "measured_p10_s", "measured_p90_s", "measured_flops_per_s",
+                                        "measured_bytes_per_s", "model_error", "kernels"};
+
 std::vector<Row> model_rows(const ModelPoint& mp) {
   const auto& s = mp.prediction;
   std::vector<Row> rows;
   const std::string kind = mp.model.attention_kind();
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    const Op& op = s.ops[i];
-    const Prediction& pr = s.predictions[i];
-    const double n = double(op.count);
-    rows.push_back(Row{{"op", op.name},
-                       {"op_class", op_class_name(op.op_class)},
-                       {"variant", op.variant},
-                       {"attention_kind", kind},
-                       {"count", num(op.count)},
-                       {"launches", num(int64_t(op.launches) * op.count)},
-                       {"flops", num(op.total_flops())},
-                       {"bytes", num(op.total_bytes())},
-                       {"bytes_weight", num(op.bytes(TensorRole::weight) * n)},
-                       {"bytes_activation", num(op.bytes(TensorRole::activation) * n)},
-                       {"bytes_kv", num(op.bytes(TensorRole::kv_cache) * n)},
-                       {"bytes_scores", num(op.bytes(TensorRole::scores) * n)},
-                       {"ai", num(op.ai())},
-                       {"compute_dtype", op.tensor_core ? dtype_name(op.compute_dtype) : "fp32-vector"},
-                       {"peak_flops", num(pr.peak_flops)},
-                       {"bandwidth", num(pr.bandwidth)},
-                       {"ridge", num(pr.ridge())},
-                       {"compute_s", num(pr.compute_s * n)},
-                       {"memory_s", num(pr.memory_s * n)},
-                       {"launch_s", num(pr.launch_s * n)},
-                       {"predicted_s", num(pr.total_s)},
-                       {"bound", bound_name(pr.bound)},
-                       {"share", num(s.time_s > 0 ? pr.total_s / s.time_s : 0.0)},
-                       {"predicted_flops_per_s", num(pr.total_s > 0 ? op.total_flops() / pr.total_s : 0.0)},
-                       {"predicted_bytes_per_s", num(pr.total_s > 0 ? op.total_bytes() / pr.total_s : 0.0)},
-                       {"tokens_per_s", ""}});
+    Row r = op_row(s.ops[i], s.predictions[i], s.time_s);
+    r.insert(r.begin() + 3, {"attention_kind", kind});
+    r.emplace_back("tokens_per_s", "");
+    rows.push_back(std::move(r));
   }
   // The step as a whole; its ridge is that of the matmul dtype.
   const double ridge = mp.hardware.ridge(mp.options.precision.act);
@@ -163,8 +185,8 @@ std::vector<Row> model_rows(const ModelPoint& mp) {
   for (auto& r : rows) {
     r.emplace_back("memory_bytes", num(mem));
     r.emplace_back("fits", fits);
-    for (const char* c : {"measured_s", "measured_flops_per_s", "measured_bytes_per_s", "model_error"})
-      r.emplace_back(c, "");
+    r.emplace_back("ceilings", mp.hardware.ceilings_source);
+    for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
   }
   return rows;
 }
@@ -232,6 +254,49 @@ std::vector<Row> memory_rows(const MemoryPoint& mp) {
               {"paged_wasted_bytes", num(mp.paged.wasted())}}};
 }
 
+AttentionPoint evaluate_attention_point(const Params& p) {
+  AttentionPoint ap;
+  ap.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  ap.variant = parse_attention_variant(get(p, "variant"));
+  ap.dtype = parse_dtype(get(p, "dtype"));
+  auto& a = ap.shape;
+  a.heads = param_int(p, "heads");
+  a.head_dim = param_int(p, "head_dim");
+  // kv_heads relative to the query heads, as for models: mha, mqa, gqa-N or a count.
+  ModelConfig probe;
+  probe.name = "attention";
+  probe.heads = a.heads;
+  probe.kv_heads = a.heads;
+  a.kv_heads = with_kv_heads(probe, get(p, "kv_heads")).kv_heads;
+  a.new_tokens = param_int(p, "seq");
+  a.past_tokens = 0;
+  a.causal = param_bool(p, "causal");
+  const int64_t tokens = param_int(p, "tokens", 0);
+  if (tokens > 0) {
+    if (tokens % a.new_tokens != 0)
+      throw Error("parameter 'tokens' (" + std::to_string(tokens) + ") is not a multiple of 'seq' (" +
+                  std::to_string(a.new_tokens) + ")");
+    a.batch = tokens / a.new_tokens;
+  } else {
+    a.batch = param_int(p, "batch");
+  }
+  ap.cost = attention_cost(a, ap.variant, ap.dtype, ap.dtype);
+  ap.prediction = predict(ap.cost, ap.hardware);
+  return ap;
+}
+
+std::vector<Row> attention_rows(const AttentionPoint& ap) {
+  Row r = op_row(ap.cost, ap.prediction, ap.prediction.total_s);
+  r.insert(r.begin() + 3, {"attention_kind", ap.shape.kv_heads == ap.shape.heads ? std::string("MHA")
+                                             : ap.shape.kv_heads == 1         ? std::string("MQA")
+                                                                              : "GQA-" + std::to_string(ap.shape.heads / ap.shape.kv_heads)});
+  r.insert(r.begin() + 4, {"batch_used", num(ap.shape.batch)});
+  r.insert(r.begin() + 5, {"kv_heads_count", num(ap.shape.kv_heads)});
+  r.emplace_back("ceilings", ap.hardware.ceilings_source);
+  for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
+  return {r};
+}
+
 const std::vector<Scenario>& scenarios() {
   static const std::vector<Scenario> all = {
       {"model",
@@ -243,7 +308,8 @@ const std::vector<Scenario>& scenarios() {
                        {"context", "", "prefill: prompt tokens; decode: tokens attended (the new one included)"},
                        {"attention", "flash", "naive or flash"},
                        {"causal", "true", "causal mask in prefill"},
-                       {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"}}),
+                       {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"},
+                       {"ceilings", "auto", "auto (measured when data/hardware/<id>.measured.json exists), datasheet, measured"}}),
        [](const Params& p) { return model_rows(evaluate_model_point(p)); }},
       {"memory",
        "weights + KV cache + activations, fit on a device, contiguous vs paged KV",
@@ -259,6 +325,22 @@ const std::vector<Scenario>& scenarios() {
                        {"block_size", "16", "paged KV block size in tokens"},
                        {"max_len", "0", "contiguous reservation per sequence (0: the model's max positions)"}}),
        [](const Params& p) { return memory_rows(evaluate_memory_point(p)); }},
+      {"attention",
+       "the attention core of a prefill (kernels/attention): naive vs flash, MHA/GQA/MQA, predicted and measured",
+       {{"hardware", "", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"variant", "flash", "naive or flash"},
+        {"dtype", "bf16", "bf16 or fp16"},
+        {"batch", "1", "sequences (ignored when tokens is set)"},
+        {"tokens", "0", "batch x seq; batch = tokens / seq when set"},
+        {"seq", "", "query = key length"},
+        {"heads", "16", "query heads"},
+        {"kv_heads", "mha", "mha, mqa, gqa-N or a count"},
+        {"head_dim", "128", "64 or 128"},
+        {"causal", "false", "causal mask"}},
+       [](const Params& p) { return attention_rows(evaluate_attention_point(p)); },
+       attention_preflight(),
+       attention_measure()},
   };
   return all;
 }

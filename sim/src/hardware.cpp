@@ -105,12 +105,45 @@ Hardware hardware_from_json(const nlohmann::json& j, const std::string& origin) 
   if (launch_us < 0) throw Error(w + ": launch_overhead_us must not be negative");
   h.launch_overhead_s = launch_us * 1e-6;
   if (const auto* s = jf::find(j, "sources")) h.sources = *s;
+  if (const auto* n = jf::find(j, "device_names")) {
+    if (!n->is_array()) throw Error(w + ": device_names must be a list of strings");
+    for (const auto& x : *n) h.device_names.push_back(x.get<std::string>());
+  }
   return h;
+}
+
+CeilingsMode parse_ceilings_mode(const std::string& s) {
+  if (s == "auto" || s == "automatic") return CeilingsMode::automatic;
+  if (s == "datasheet") return CeilingsMode::datasheet;
+  if (s == "measured") return CeilingsMode::measured;
+  throw Error("unknown ceilings '" + s + "' (known: auto, datasheet, measured)");
+}
+
+fs::path measured_ceilings_path(const std::string& id) { return data_dir() / "hardware" / (id + ".measured.json"); }
+
+void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& origin) {
+  const auto* c = jf::find(j, "ceilings");
+  if (!c || !c->is_object()) throw Error(origin + ": missing object 'ceilings'");
+  const std::string w = origin + ": ceilings";
+  h.memory_bandwidth = jf::positive(*c, "memory_bandwidth_gb_s", w) * kGiga;
+  for (const auto& [k, v] : rate_table(*c, "tensor_tflops_dense", w, false)) h.tensor_dense[k] = v;
+  for (const auto& [k, v] : rate_table(*c, "vector_tflops", w, false)) h.vector[k] = v;
+  if (auto l = jf::opt_number(*c, "launch_overhead_us", w)) h.launch_overhead_s = *l * 1e-6;
+  h.ceilings_source = "measured " + fs::path(origin).filename().string() + " (" + jf::string(j, "date", origin, "?") + ")";
+}
+
+std::string hardware_for_device(const std::string& device_name) {
+  for (const auto& id : known_hardware()) {
+    const Hardware h = load_hardware(id, CeilingsMode::datasheet);
+    for (const auto& n : h.device_names)
+      if (n == device_name) return id;
+  }
+  return "";
 }
 
 std::vector<std::string> known_hardware() { return list_stems(data_dir() / "hardware", ".json", ".measured"); }
 
-Hardware load_hardware(const std::string& name_or_path) {
+Hardware load_hardware(const std::string& name_or_path, CeilingsMode mode) {
   fs::path path(name_or_path);
   std::error_code ec;
   if (!(path.extension() == ".json" && fs::is_regular_file(path, ec))) {
@@ -120,7 +153,14 @@ Hardware load_hardware(const std::string& name_or_path) {
                   "; or give the path to a hardware .json)");
     path = candidate;
   }
-  return hardware_from_json(read_json_file(path), path.string());
+  Hardware h = hardware_from_json(read_json_file(path), path.string());
+  if (mode == CeilingsMode::datasheet) return h;
+  const fs::path measured = measured_ceilings_path(h.id);
+  if (fs::is_regular_file(measured, ec))
+    apply_measured(h, read_json_file(measured), measured.string());
+  else if (mode == CeilingsMode::measured)
+    throw Error("no measured ceilings for " + h.id + " (" + measured.string() + "); run `inferlab ceilings` on that GPU");
+  return h;
 }
 
 }  // namespace inferlab

@@ -140,41 +140,57 @@ double expected_experts_touched(int64_t experts, int64_t top_k, int64_t tokens) 
   return double(experts) * (1.0 - miss);
 }
 
-Op attention_op(const ModelConfig& m, const Step& s, const OpOptions& o) {
-  const double act = dtype_bytes(o.precision.act), kvb = dtype_bytes(o.precision.kv);
-  const double b = double(s.batch), n = double(s.new_tokens), h = double(m.heads), d = double(m.head_dim);
-  const double kv_dim = double(m.kv_dim());
-  OpBuilder ob("attention", OpClass::attention, m.layers);
-  ob.variant(attention_variant_name(o.attention));
-  ob.read("Q", TensorRole::activation, b * n * double(m.q_dim()) * act);
-  if (o.attention == AttentionVariant::flash) {
-    const double keys = double(attention_keys(s.new_tokens, s.past_tokens, m.sliding_window));
-    const double cached = keys - n;  // rows of K/V that come from the cache; the new ones from the QKV output
-    for (const char* t : {"K", "V"}) {
-      if (cached > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, b * cached * kv_dim * kvb);
-      ob.read(std::string(t) + "_new", TensorRole::activation, b * n * kv_dim * act);
-    }
-    ob.write("O", TensorRole::activation, b * n * double(m.q_dim()) * act);
+Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_dtype, DType kv_dtype) {
+  if (a.batch <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.head_dim <= 0 || a.new_tokens <= 0 || a.past_tokens < 0)
+    throw Error("attention shape: sizes must be positive");
+  if (a.heads % a.kv_heads != 0)
+    throw Error("attention shape: kv_heads " + std::to_string(a.kv_heads) + " does not divide heads " +
+                std::to_string(a.heads));
+  const double act = dtype_bytes(act_dtype), kvb = dtype_bytes(kv_dtype);
+  const double b = double(a.batch), n = double(a.new_tokens), h = double(a.heads), d = double(a.head_dim);
+  const double q_dim = h * d, kv_dim = double(a.kv_heads) * d;
+  OpBuilder ob("attention", OpClass::attention, 1);
+  ob.variant(attention_variant_name(variant));
+  ob.read("Q", TensorRole::activation, b * n * q_dim * act);
+  // flash reads each key once (only those some query can see); naive reads and scores them all.
+  const double keys = variant == AttentionVariant::flash ? double(attention_keys(a.new_tokens, a.past_tokens, a.window))
+                                                         : double(a.past_tokens + a.new_tokens);
+  const double cached = keys - n;  // rows of K/V that come from the cache; the new ones from the QKV output
+  for (const char* t : {"K", "V"}) {
+    if (cached > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, b * cached * kv_dim * kvb);
+    ob.read(std::string(t) + "_new", TensorRole::activation, b * n * kv_dim * act);
+  }
+  if (variant == AttentionVariant::flash) {
+    ob.write("O", TensorRole::activation, b * n * q_dim * act);
     ob.write("lse", TensorRole::activation, b * h * n * kLseBytes);
-    ob.matmul(4.0 * b * h * d * attention_pairs(s.new_tokens, s.past_tokens, o.causal, m.sliding_window),
-              o.precision.act);
+    ob.matmul(4.0 * b * h * d * attention_pairs(a.new_tokens, a.past_tokens, a.causal, a.window), act_dtype);
   } else {
-    const double keys = double(s.context());  // the full rectangle, masked afterwards
-    const double cached = keys - n;
-    for (const char* t : {"K", "V"}) {
-      if (cached > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, b * cached * kv_dim * kvb);
-      ob.read(std::string(t) + "_new", TensorRole::activation, b * n * kv_dim * act);
-    }
     const double scores = b * h * n * keys * act;
     ob.write("S", TensorRole::scores, scores);  // QK^T GEMM
     ob.read("S", TensorRole::scores, scores);   // softmax
     ob.write("P", TensorRole::scores, scores);
     ob.read("P", TensorRole::scores, scores);   // PV GEMM
-    ob.write("O", TensorRole::activation, b * n * double(m.q_dim()) * act);
-    ob.matmul(4.0 * b * h * d * n * keys, o.precision.act);
+    ob.write("O", TensorRole::activation, b * n * q_dim * act);
+    ob.write("lse", TensorRole::activation, b * h * n * kLseBytes);
+    ob.matmul(4.0 * b * h * d * n * keys, act_dtype);  // the full rectangle, masked afterwards
     ob.op.launches = 3;
   }
   return ob.op;
+}
+
+Op attention_op(const ModelConfig& m, const Step& s, const OpOptions& o) {
+  AttentionShape a;
+  a.batch = s.batch;
+  a.heads = m.heads;
+  a.kv_heads = m.kv_heads;
+  a.head_dim = m.head_dim;
+  a.new_tokens = s.new_tokens;
+  a.past_tokens = s.past_tokens;
+  a.causal = o.causal;
+  a.window = m.sliding_window;
+  Op op = attention_cost(a, o.attention, o.precision.act, o.precision.kv);
+  op.count = m.layers;
+  return op;
 }
 
 std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o) {

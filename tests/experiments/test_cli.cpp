@@ -102,7 +102,7 @@ TEST(Cli, ListShowsModelsHardwareAndSpecs) {
 }
 
 TEST(Cli, EveryVerbHasHelp) {
-  for (const char* verb : {"", "list", "model", "memory", "run", "plot"}) {
+  for (const char* verb : {"", "list", "model", "memory", "run", "plot", "ceilings"}) {
     const Result r = cli(std::string(verb) + " --help");
     EXPECT_EQ(r.status, 0) << verb;
     if (*verb) {

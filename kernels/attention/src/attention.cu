@@ -153,7 +153,7 @@ void naive_forward(const AttentionParams& p, cudaStream_t stream) {
 
 }  // namespace
 
-void validate(const AttentionParams& p, AttentionVariant variant) {
+void validate_shape(const AttentionParams& p, AttentionVariant variant) {
   if (p.dtype != DType::bf16 && p.dtype != DType::fp16)
     throw Error("attention: unsupported dtype " + dtype_name(p.dtype) + " (supported: bf16, fp16)");
   if (p.head_dim != 64 && p.head_dim != 128)
@@ -163,11 +163,17 @@ void validate(const AttentionParams& p, AttentionVariant variant) {
   if (p.heads % p.kv_heads != 0)
     throw Error("attention: kv_heads " + std::to_string(p.kv_heads) + " does not divide heads " +
                 std::to_string(p.heads));
+  if (variant == AttentionVariant::naive && (p.seq_k > INT32_MAX || p.seq_q > INT32_MAX ||
+                                             p.batch * p.heads > INT32_MAX || p.batch * p.heads * p.seq_q > INT32_MAX))
+    throw Error("attention/naive: shape too large for cuBLAS's 32-bit sizes");
+  if (variant == AttentionVariant::flash && (p.seq_q > INT32_MAX || p.seq_k > INT32_MAX || p.batch * p.heads > INT32_MAX))
+    throw Error("attention/flash: shape too large for 32-bit indices");
+}
+
+void validate(const AttentionParams& p, AttentionVariant variant) {
+  validate_shape(p, variant);
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) throw Error("attention: q, k, v, o and lse must all be given");
   if (variant == AttentionVariant::naive) {
-    if (p.seq_k > INT32_MAX || p.seq_q > INT32_MAX || p.batch * p.heads > INT32_MAX ||
-        p.batch * p.heads * p.seq_q > INT32_MAX)
-      throw Error("attention/naive: shape too large for cuBLAS's 32-bit sizes");
     if (p.workspace_bytes < attention_workspace_bytes(p, variant) || !p.workspace)
       throw Error("attention/naive: needs a workspace of " + std::to_string(attention_workspace_bytes(p, variant)) +
                   " bytes for the scores");

@@ -33,6 +33,11 @@ struct Scenario {
   std::string help;
   std::vector<ParamInfo> params;
   std::function<std::vector<Row>(const Params&)> predict;  // rows without the point's own parameters
+  // Measured side, present only where a kernel exists (and the binary has CUDA). preflight runs for
+  // every point before the first launch (fit in memory, the GPU is the hardware predicted for);
+  // measure fills the measured columns of the point's predicted rows.
+  std::function<void(const Params&)> preflight;
+  std::function<void(const Params&, std::vector<Row>&)> measure;
 };
 
 const std::vector<Scenario>& scenarios();
@@ -64,6 +69,23 @@ struct MemoryPoint {
 };
 MemoryPoint evaluate_memory_point(const Params& p);
 std::vector<Row> memory_rows(const MemoryPoint& mp);
+
+struct AttentionPoint {
+  Hardware hardware;
+  AttentionShape shape;
+  AttentionVariant variant = AttentionVariant::flash;
+  DType dtype = DType::bf16;
+  Op cost;
+  Prediction prediction;
+};
+AttentionPoint evaluate_attention_point(const Params& p);
+std::vector<Row> attention_rows(const AttentionPoint& ap);
+
+// A row of one operator: its cost, its roofline prediction, and empty measured columns.
+Row op_row(const Op& op, const Prediction& pr, double step_time_s);
+// Sets (or adds) a column of a row.
+void set_cell(Row& row, const std::string& column, const std::string& value);
+std::string get_cell(const Row& row, const std::string& column);
 
 // Parameter parsing shared by the scenarios and the CLI: errors name the parameter.
 int64_t param_int(const Params& p, const std::string& name, int64_t min_value = 1);

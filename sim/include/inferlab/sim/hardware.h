@@ -5,6 +5,7 @@
 // Tensor-core peaks are the DENSE figures. The 2:4-sparse figures NVIDIA quotes beside them (2x)
 // are kept in a separate, labelled table and are only used when an operator is 2:4 sparse:
 // predicting a dense GEMM from the sparse figure halves its time, a known bug in peer tools.
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,7 +34,8 @@ struct Hardware {
   double nvlink_bandwidth = 0;  // bytes/s, bidirectional total per GPU; 0 when absent
   double pcie_bandwidth = 0;    // bytes/s, bidirectional total
   double launch_overhead_s = 0; // per kernel launch, added to every op's roofline time
-  std::string ceilings_source = "datasheet";
+  std::vector<std::string> device_names;  // CUDA device names of this GPU
+  std::string ceilings_source = "datasheet";  // or "measured <file> (<date>)"
   std::string origin;           // the file it was loaded from
   nlohmann::json sources;       // where each figure comes from
 
@@ -48,10 +50,21 @@ struct Hardware {
   double ridge(DType t) const { return matmul_peak(t) / memory_bandwidth; }
 };
 
+// Which ceilings a prediction uses. `measured` overlays data/hardware/<id>.measured.json (written
+// by `inferlab ceilings` on that GPU: copy bandwidth, tensor-core and FP32 peaks, launch overhead);
+// `automatic` does so when the file exists and keeps the datasheet otherwise.
+enum class CeilingsMode { automatic, datasheet, measured };
+CeilingsMode parse_ceilings_mode(const std::string& s);
+
 Hardware hardware_from_json(const nlohmann::json& j, const std::string& origin);
+// Overlays a measured-ceilings file on a datasheet description.
+void apply_measured(Hardware& h, const nlohmann::json& measured, const std::string& origin);
 // By id (case-insensitive, a file stem under data/hardware) or by path to a .json file. An unknown
-// name throws inferlab::Error listing the known ids.
-Hardware load_hardware(const std::string& name_or_path);
+// name throws inferlab::Error listing the known ids; `measured` without a measured file throws too.
+Hardware load_hardware(const std::string& name_or_path, CeilingsMode mode = CeilingsMode::automatic);
 std::vector<std::string> known_hardware();
+// The hardware id whose "device_names" lists this CUDA device name ("NVIDIA H100 80GB HBM3"), or "".
+std::string hardware_for_device(const std::string& device_name);
+std::filesystem::path measured_ceilings_path(const std::string& id);
 
 }  // namespace inferlab

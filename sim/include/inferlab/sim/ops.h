@@ -104,7 +104,19 @@ double expected_experts_touched(int64_t experts, int64_t top_k, int64_t tokens);
 
 std::vector<Op> step_ops(const ModelConfig& model, const Step& step, const OpOptions& options);
 
-// The attention core alone (what kernels/attention computes): one launch over batch x heads.
+// The attention core of one layer as a bare shape: what kernels/attention computes, and what its
+// benchmarks and experiments charge it with. `new_tokens` queries per sequence follow `past_tokens`
+// cached keys (prefill: past 0; decode: new 1). K/V of past tokens are read in the KV dtype, those
+// of the new tokens in the activation dtype.
+struct AttentionShape {
+  int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 128;
+  int64_t new_tokens = 1, past_tokens = 0;
+  bool causal = true;
+  std::optional<int64_t> window;
+};
+Op attention_cost(const AttentionShape& shape, AttentionVariant variant, DType act, DType kv);
+
+// attention_cost for a model's layer (count = layers).
 Op attention_op(const ModelConfig& model, const Step& step, const OpOptions& options);
 
 }  // namespace inferlab

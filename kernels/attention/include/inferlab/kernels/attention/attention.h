@@ -43,7 +43,8 @@ struct AttentionParams {
 };
 
 // Throws inferlab::Error naming the problem (dtype, head dim, heads, sizes, missing pointers or
-// workspace) before anything is launched.
+// workspace) before anything is launched. validate_shape checks all but the pointers.
+void validate_shape(const AttentionParams& p, AttentionVariant variant);
 void validate(const AttentionParams& p, AttentionVariant variant);
 std::size_t attention_workspace_bytes(const AttentionParams& p, AttentionVariant variant);
 // Device memory the whole call needs: Q, K, V, O, LSE and the workspace.

@@ -1,0 +1,69 @@
+// Measured columns for the scenarios with kernels. The cost that turns a time into FLOP/s and
+// GB/s is the row's own (sim/ops.h), never a second formula.
+#include <cmath>
+#include <cstdlib>
+
+#include "inferlab/experiments/scenarios.h"
+#include "inferlab/roofline/gpu_info.h"
+#include "inferlab/roofline/measure_attention.h"
+#include "inferlab/sim/error.h"
+#include "measurers.h"
+
+namespace inferlab {
+namespace {
+
+// The GPU this process measures must be the hardware the row is predicted for.
+void check_same_gpu(const Hardware& hw) {
+  static const GpuInfo gpu = detect_gpu();
+  if (!gpu.present) throw Error("measuring needs a GPU: " + gpu.reason);
+  const std::string id = hardware_for_device(gpu.name);
+  if (id != hw.id)
+    throw Error("this GPU is " + gpu.name + " (" + (id.empty() ? std::string("no hardware file lists it") : id) +
+                ") but the point predicts for " + hw.id + ": measure on that GPU, set hardware, or use --predict-only");
+}
+
+AttentionParams kernel_shape(const AttentionPoint& ap) {
+  AttentionParams s;
+  s.dtype = ap.dtype;
+  s.batch = ap.shape.batch;
+  s.heads = ap.shape.heads;
+  s.kv_heads = ap.shape.kv_heads;
+  s.seq_q = ap.shape.new_tokens;
+  s.seq_k = ap.shape.new_tokens + ap.shape.past_tokens;
+  s.head_dim = ap.shape.head_dim;
+  s.causal = ap.shape.causal;
+  return s;
+}
+
+void fill_measured(Row& r, const Timing& t, const std::string& kernels) {
+  const double flops = std::strtod(get_cell(r, "flops").c_str(), nullptr);
+  const double bytes = std::strtod(get_cell(r, "bytes").c_str(), nullptr);
+  const double predicted = std::strtod(get_cell(r, "predicted_s").c_str(), nullptr);
+  set_cell(r, "measured_s", num(t.median_s));
+  set_cell(r, "measured_p10_s", num(t.p10_s));
+  set_cell(r, "measured_p90_s", num(t.p90_s));
+  set_cell(r, "measured_flops_per_s", num(flops / t.median_s));
+  set_cell(r, "measured_bytes_per_s", num(bytes / t.median_s));
+  set_cell(r, "model_error", num((predicted - t.median_s) / t.median_s));
+  set_cell(r, "kernels", kernels);
+}
+
+}  // namespace
+
+std::function<void(const Params&)> attention_preflight() {
+  return [](const Params& p) {
+    const AttentionPoint ap = evaluate_attention_point(p);
+    check_same_gpu(ap.hardware);
+    check_attention_fits(kernel_shape(ap), ap.variant);
+  };
+}
+
+std::function<void(const Params&, std::vector<Row>&)> attention_measure() {
+  return [](const Params& p, std::vector<Row>& rows) {
+    const AttentionPoint ap = evaluate_attention_point(p);
+    const AttentionMeasurement m = measure_attention(kernel_shape(ap), ap.variant);
+    for (Row& r : rows) fill_measured(r, m.timing, m.kernels);
+  };
+}
+
+}  // namespace inferlab
