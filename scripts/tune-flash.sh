@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-build}"
-filter="${2:-attention/flash/(full|causal)/MHA/seq:(1024|4096|16384)$}"
+filter="${2:-attention/flash/(full|causal)/MHA/seq:(1024|4096|16384)/}"
 [ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for tile in default 128x32x4 64x64x4 128x64x8; do
   if [ "$tile" = default ]; then unset INFERLAB_FLASH_TILE; else export INFERLAB_FLASH_TILE=$tile; fi

@@ -7,9 +7,7 @@
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
 
-#ifndef INFERLAB_BUILD_COMMIT
-#define INFERLAB_BUILD_COMMIT "unknown"
-#endif
+#include "inferlab_build_commit.h"  // generated at every build: INFERLAB_BUILD_COMMIT
 
 namespace inferlab {
 
@@ -21,7 +19,7 @@ std::string git_commit() {
     run_command("git -C " + root + " status --porcelain --untracked-files=no 2>/dev/null", &dirty);
     return head + (dirty.empty() ? "" : "+dirty");
   }
-  return std::string(INFERLAB_BUILD_COMMIT) + " (at build time)";
+  return std::string(INFERLAB_BUILD_COMMIT) + " (built from)";
 }
 
 std::string utc_now_iso8601() {

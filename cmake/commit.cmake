@@ -1,0 +1,18 @@
+# Run at every build (cmake -P): writes the commit the sources were built from, "+dirty" when the
+# tracked files differ from it, into a header; the file is rewritten only when the text changes.
+execute_process(COMMAND git -C ${SRC} rev-parse HEAD OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT commit)
+  set(commit "unknown")
+else()
+  execute_process(COMMAND git -C ${SRC} status --porcelain --untracked-files=no OUTPUT_VARIABLE dirty ERROR_QUIET)
+  if(dirty)
+    set(commit "${commit}+dirty")
+  endif()
+endif()
+set(text "#pragma once\n#define INFERLAB_BUILD_COMMIT \"${commit}\"\n")
+if(EXISTS ${OUT})
+  file(READ ${OUT} old)
+endif()
+if(NOT "${old}" STREQUAL "${text}")
+  file(WRITE ${OUT} "${text}")
+endif()
