@@ -35,9 +35,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-MARKERS = {"decode": "o", "prefill": "^", "": "s"}
+MARKERS = {"decode": "o", "prefill": "^"}
 STACK = [("weights_bytes", "weights", "#4C72B0"), ("kv_cache_bytes", "KV cache", "#DD8452"),
          ("activation_bytes", "activations", "#55A868")]
+
+
+_EXTRA_MARKERS = ["s", "D", "v", "P", "X", "<", ">"]
+_assigned = {}
+
+
+def marker_of(value):
+    """decode: circle, prefill: triangle; other values get the next free shape, stably."""
+    if value in MARKERS:
+        return MARKERS[value]
+    if value not in _assigned:
+        _assigned[value] = _EXTRA_MARKERS[len(_assigned) % len(_EXTRA_MARKERS)]
+    return _assigned[value]
 
 
 def fail(msg):
@@ -181,7 +194,7 @@ def roofline(rows, plot):
         for r in sel:
             x = number(r["ai"])
             y = number(r["flops"]) / number(r["predicted_s"]) / 1e12
-            m = MARKERS.get(r.get(marker_col, ""), "s")
+            m = marker_of(r.get(marker_col, ""))
             size = 140 if r.get("op") == "total" else 46
             mk = "*" if r.get("op") == "total" else m
             ax.scatter([x], [y], marker=mk, s=size, facecolors="none", edgecolors=[colour[r[label_col]]], lw=1.4)
@@ -203,7 +216,7 @@ def roofline(rows, plot):
         ax.grid(True, which="both", alpha=0.25)
     handles = [plt.Line2D([], [], color=colour[lab], marker="o", ls="", label=lab) for lab in labels]
     for ph in ordered_values(rows, marker_col):
-        handles.append(plt.Line2D([], [], color="gray", marker=MARKERS.get(ph, "s"), ls="", mfc="none",
+        handles.append(plt.Line2D([], [], color="gray", marker=marker_of(ph), ls="", mfc="none",
                                   label=f"{marker_col}={ph}"))
     handles.append(plt.Line2D([], [], color="gray", marker="*", ls="", mfc="none", ms=11, label="whole step"))
     if any(number(r.get("measured_s")) for r in rows):

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cxxabi.h>
 #include <memory>
 #include <mutex>
@@ -85,7 +86,9 @@ std::string summarize_kernels(const std::vector<KernelRecord>& records) {
   std::string s;
   for (const auto& r : records) {
     std::string n = r.name;
-    // "void ns::softmax_rows<...>(...)" -> "softmax_rows"; cuBLAS kernels -> "gemm".
+    // "void ns::(anonymous namespace)::softmax_rows<...>(...)" -> "softmax_rows"; cuBLAS kernels -> "gemm".
+    for (const char* anon : {"(anonymous namespace)::", "{unnamed}::"})
+      for (auto pos = n.find(anon); pos != std::string::npos; pos = n.find(anon)) n.erase(pos, std::strlen(anon));
     if (const auto paren = n.find('('); paren != std::string::npos) n = n.substr(0, paren);
     if (const auto tmpl = n.find('<'); tmpl != std::string::npos) n = n.substr(0, tmpl);
     if (const auto sp = n.rfind(' '); sp != std::string::npos) n = n.substr(sp + 1);

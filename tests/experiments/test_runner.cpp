@@ -5,6 +5,7 @@
 
 #include "inferlab/experiments/results.h"
 #include "inferlab/experiments/runner.h"
+#include "inferlab/experiments/scenarios.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
 
@@ -161,6 +162,32 @@ TEST(Csv, RoundTripsQuotedFields) {
   EXPECT_EQ(back.rows[1].at("c"), "line\nbreak");
   EXPECT_EQ(back.rows[0].at("c"), "");
   EXPECT_THROW(parse_csv("a,b\n1,2,3\n", "bad.csv"), Error);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
+  const Scenario& s = find_scenario("attention");
+  const Params p = complete_params(s, {{"hardware", "h100-sxm-80gb"}, {"ceilings", "datasheet"}, {"seq", "2048"},
+                                       {"tokens", "16384"}, {"kv_heads", "gqa-8"}, {"causal", "true"}});
+  const AttentionPoint ap = evaluate_attention_point(p);
+  EXPECT_EQ(ap.shape.batch, 8);
+  EXPECT_EQ(ap.shape.kv_heads, 2);
+  // Causal flash: 4 b h d s(s+1)/2 FLOPs.
+  EXPECT_DOUBLE_EQ(ap.cost.flops, 4.0 * 8 * 16 * 128 * (2048.0 * 2049.0 / 2));
+  const auto rows = attention_rows(ap);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(get_cell(rows[0], "attention_kind"), "GQA-8");
+  EXPECT_EQ(get_cell(rows[0], "bound"), "compute");
+  EXPECT_TRUE(get_cell(rows[0], "measured_s").empty());
+  EXPECT_THROW(evaluate_attention_point(complete_params(s, {{"hardware", "h100-sxm-80gb"}, {"seq", "3000"},
+                                                            {"tokens", "16384"}})),
+               Error);
+  EXPECT_THROW(complete_params(s, {{"hardware", "h100-sxm-80gb"}}), Error);  // seq is required
 }
 
 }  // namespace

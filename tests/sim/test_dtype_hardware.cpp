@@ -4,6 +4,8 @@
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
 
+#include <filesystem>
+
 namespace inferlab {
 namespace {
 
@@ -34,7 +36,7 @@ TEST(Hardware, A100RidgeIs153FlopPerByte) {
 }
 
 TEST(Hardware, DenseFiguresAreUsedNotSparse) {
-  const Hardware h100 = load_hardware("h100-sxm-80gb");
+  const Hardware h100 = load_hardware("h100-sxm-80gb", CeilingsMode::datasheet);
   EXPECT_DOUBLE_EQ(h100.matmul_peak(DType::bf16), 989.4e12);
   EXPECT_DOUBLE_EQ(h100.matmul_peak(DType::fp8_e4m3), 1978.9e12);
   EXPECT_DOUBLE_EQ(h100.sparse_matmul_peak(DType::bf16), 1978.9e12);
@@ -46,7 +48,7 @@ TEST(Hardware, EveryShippedFileLoadsWithSparseTwiceDense) {
   ASSERT_GE(names.size(), 6u);
   for (const auto& n : names) {
     SCOPED_TRACE(n);
-    const Hardware h = load_hardware(n);
+    const Hardware h = load_hardware(n, CeilingsMode::datasheet);
     EXPECT_EQ(h.id, n);
     EXPECT_GT(h.memory_bandwidth, 1e11);
     EXPECT_GT(h.memory_bytes, 16e9);
@@ -94,6 +96,56 @@ TEST(Hardware, RejectsSwappedDenseAndSparseTables) {
 TEST(Hardware, MissingDtypeRateIsAnError) {
   const Hardware a100 = load_hardware("a100-sxm-80gb");
   EXPECT_THROW(a100.matmul_peak(DType::fp8_e4m3), Error);  // Ampere has no FP8 tensor cores
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+TEST(Hardware, MeasuredCeilingsOverlayTheDatasheet) {
+  Hardware h = load_hardware("a100-sxm-80gb", CeilingsMode::datasheet);
+  EXPECT_EQ(h.ceilings_source, "datasheet");
+  const nlohmann::json m = {{"date", "2026-01-01"},
+                            {"ceilings",
+                             {{"memory_bandwidth_gb_s", 1800.0},
+                              {"tensor_tflops_dense", {{"bf16", 280.0}}},
+                              {"vector_tflops", {{"fp32", 18.0}}},
+                              {"launch_overhead_us", 3.5}}}};
+  apply_measured(h, m, "a100-sxm-80gb.measured.json");
+  EXPECT_DOUBLE_EQ(h.memory_bandwidth, 1800e9);
+  EXPECT_DOUBLE_EQ(h.matmul_peak(DType::bf16), 280e12);
+  EXPECT_DOUBLE_EQ(h.matmul_peak(DType::fp16), 312e12);  // not measured: the datasheet stays
+  EXPECT_DOUBLE_EQ(h.vector_peak(), 18e12);
+  EXPECT_DOUBLE_EQ(h.launch_overhead_s, 3.5e-6);
+  EXPECT_NE(h.ceilings_source.find("measured"), std::string::npos);
+  EXPECT_THROW(apply_measured(h, nlohmann::json::object(), "x.json"), Error);
+}
+
+TEST(Hardware, ShippedMeasuredFilesAreUsedAutomatically) {
+  for (const auto& id : known_hardware()) {
+    SCOPED_TRACE(id);
+    const bool has = std::filesystem::exists(measured_ceilings_path(id));
+    const Hardware h = load_hardware(id);
+    EXPECT_EQ(h.ceilings_source != "datasheet", has);
+    if (has) {
+      const Hardware d = load_hardware(id, CeilingsMode::datasheet);
+      // Measured ceilings sit below the datasheet's, but not absurdly far below.
+      EXPECT_LT(h.memory_bandwidth, d.memory_bandwidth);
+      EXPECT_GT(h.memory_bandwidth, 0.6 * d.memory_bandwidth);
+      EXPECT_LT(h.matmul_peak(DType::bf16), d.matmul_peak(DType::bf16));
+      EXPECT_GT(h.matmul_peak(DType::bf16), 0.5 * d.matmul_peak(DType::bf16));
+    } else {
+      EXPECT_THROW(load_hardware(id, CeilingsMode::measured), Error);
+    }
+  }
+}
+
+TEST(Hardware, DeviceNamesMapToHardware) {
+  EXPECT_EQ(hardware_for_device("NVIDIA H100 80GB HBM3"), "h100-sxm-80gb");
+  EXPECT_EQ(hardware_for_device("NVIDIA H200"), "h200-sxm");
+  EXPECT_EQ(hardware_for_device("NVIDIA B200"), "");
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ TEST(Ops, RejectsNonPositiveSizes) {
 }
 
 TEST(Roofline, TimeIsMaxOfTermsPlusLaunch) {
-  const auto hw = load_hardware("h100-sxm-80gb");
+  const auto hw = load_hardware("h100-sxm-80gb", CeilingsMode::datasheet);
   Op op;
   op.flops = 1e12;
   op.tensor_core = true;
