@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "flash_common.cuh"
 #include "flash_fwd.h"
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/sim/error.h"
@@ -50,32 +51,11 @@ struct DefaultTile<64> {
   using type = Tile<64, 128, 64, 4>;
 };
 
-struct FlashParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  void* o;
-  float* lse;
-  int seq_q, seq_k, heads, kv_heads, group, batch_heads;
-  float scale_log2;  // softmax scale * log2(e)
-};
-
 // Element offset of (row, col) in a [rows x D] tile stored with 16-byte chunks XOR-swizzled.
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
 }
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -87,41 +67,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
 }
-
-template <class T>
-struct Mma;
-template <>
-struct Mma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-  }
-};
-template <>
-struct Mma<__half> {
-  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-  }
-};
 
 // Copies a [ROWS x D] tile (global row stride `stride` elements) into swizzled shared memory;
 // rows at or past `rows_valid` are zero-filled.
@@ -313,19 +258,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
 
 template <class Cfg, bool kCausal, class T>
 void launch(const AttentionParams& a, cudaStream_t stream) {
-  FlashParams p{};
-  p.q = a.q;
-  p.k = a.k;
-  p.v = a.v;
-  p.o = a.o;
-  p.lse = a.lse;
-  p.seq_q = int(a.seq_q);
-  p.seq_k = int(a.seq_k);
-  p.heads = int(a.heads);
-  p.kv_heads = int(a.kv_heads);
-  p.group = int(a.heads / a.kv_heads);
-  p.batch_heads = int(a.batch * a.heads);
-  p.scale_log2 = a.softmax_scale() * 1.4426950408889634f;
+  const FlashParams p = make_flash_params(a);
   auto kernel = flash_fwd_kernel<Cfg, kCausal, T>;
   INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM));
   const unsigned m_blocks = unsigned((a.seq_q + Cfg::BM - 1) / Cfg::BM);
@@ -362,9 +295,29 @@ bool dispatch_tuning_tile(const AttentionParams& a, cudaStream_t stream) {
   return false;
 }
 
+// The wgmma kernel (flash_fwd_sm90.cu) on compute capability 9.0 when it was built (sm_90a);
+// INFERLAB_FLASH_IMPL=mma forces this file's mma.sync kernel (for comparisons).
+bool use_sm90(const AttentionParams&) {
+#ifdef INFERLAB_HAVE_SM90A
+  static const bool forced_mma = [] {
+    const char* e = std::getenv("INFERLAB_FLASH_IMPL");
+    return e && std::string(e) == "mma";
+  }();
+  if (forced_mma) return false;
+  int device = 0, major = 0, minor = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
+  if (use_sm90(a)) return launch_flash_forward_sm90(a, stream);
   if (dispatch_tuning_tile(a, stream)) return;
   switch (a.head_dim) {
     case 128:
@@ -374,10 +327,6 @@ void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
     default:
       throw Error("attention/flash: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
   }
-}
-
-const char* flash_tile_name(int head_dim) {
-  return head_dim == 64 ? "BM128 BN64 4 warps" : "BM128 BN64 4 warps";
 }
 
 }  // namespace inferlab

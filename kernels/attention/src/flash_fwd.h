@@ -7,7 +7,7 @@
 namespace inferlab {
 
 void launch_flash_forward(const AttentionParams& p, cudaStream_t stream);
-// The tile (rows of Q x rows of K/V per block, warps) the launcher picks for a head dim, as text.
-const char* flash_tile_name(int head_dim);
+// The Hopper (wgmma, sm_90a) kernel; launch_flash_forward picks it on compute capability 9.0.
+void launch_flash_forward_sm90(const AttentionParams& p, cudaStream_t stream);
 
 }  // namespace inferlab

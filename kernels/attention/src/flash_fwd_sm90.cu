@@ -1,0 +1,349 @@
+// Flash attention forward on Hopper's warpgroup tensor-core instruction (wgmma, sm_90a).
+//
+// The same algorithm as flash_fwd.cu (tiles of Q, K, V in shared memory, online softmax, scores in
+// registers), with the one idea that changes: the matrix products are issued per warpgroup (4
+// warps, 64 query rows) as asynchronous wgmma instructions that read their operands straight from
+// shared memory through matrix descriptors, instead of ldmatrix + mma.sync per warp. On the H100
+// this is the path cuBLAS and cuDNN use; mma.sync tops out well below it.
+//   - Block: 2 consumer warpgroups (128 query rows) + 1 producer warpgroup. The producers copy Q
+//     and K/V tiles of BN rows into a 2-stage ring with cp.async, signalling "full" mbarriers; each
+//     consumer warpgroup waits only for the tile it needs and releases it on an "empty" mbarrier.
+//     No block-wide barrier in the loop: the two warpgroups drift apart, so one's softmax runs
+//     while the other's matrix products occupy the tensor cores.
+//   - Persistent: one block per SM walks the (query block, batch x head) work items in launch
+//     order (longest causal rows first); the producers fetch the next item's Q and first K/V tile
+//     while the consumers finish the current one, so no block starts from an empty pipeline.
+//   - S = Q K^T: wgmma m64nBNk16, A = Q and B = K from shared memory (both K-major).
+//   - O += P V: wgmma m64nDk16, A = P from registers (the S accumulator re-packed to 16 bits:
+//     its layout is the A-fragment layout), B = V from shared memory, MN-major (transposed).
+//   - Shared tiles use the 128-byte swizzle the descriptors name: a [rows x D] tile is stored as
+//     D/64 atoms of [rows x 64 elements]; 16-byte chunk c of row r sits at chunk c ^ (r % 8).
+// Masking, the -inf handling, zero-filled out-of-range K/V rows and the causal schedule are those of
+// flash_fwd.cu. Compiled only for sm_90a; the launcher uses it on compute capability 9.0.
+#include <cfloat>
+#include <cstdlib>
+#include <string>
+
+#include "flash_common.cuh"
+#include "flash_fwd.h"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/sim/error.h"
+#include "wgmma.h"
+
+namespace inferlab {
+namespace {
+
+template <int D_, int BN_>
+struct Sm90Tile {
+  static constexpr int D = D_, BN = BN_, BM = 128;
+  static constexpr int CONSUMERS = 256, PRODUCERS = 128, THREADS = CONSUMERS + PRODUCERS;  // 3 warpgroups
+  static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+  static constexpr int SMEM = Q_BYTES + 4 * KV_BYTES + 1024 + 64;  // Q, 2 stages of K and V, alignment, mbarriers
+  static_assert(D % 64 == 0 && BN % 64 == 0, "128-byte swizzle atoms are 64 elements wide");
+};
+
+// Byte offset of element (r, c) in a [rows x D] tile stored as 128-byte-swizzled atoms of 64 columns.
+__device__ __forceinline__ uint32_t sw128(int r, int c, int rows) {
+  return uint32_t((c >> 6) * rows * 128 + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) + ((c & 7) << 1));
+}
+
+// wgmma shared-memory matrix descriptor, 128-byte swizzle.
+__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrives on `bar` once all of this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// Copies a [ROWS x D] tile into 128-byte-swizzled shared memory; the producer warpgroup's threads
+// share the work; rows at or past rows_valid are zero-filled.
+template <class Cfg, int ROWS, class T>
+__device__ __forceinline__ void load_tile_sw128(uint8_t* smem, const T* g, int64_t stride, int rows_valid) {
+  constexpr int kChunks = Cfg::D / 8;
+  const int lane = int(threadIdx.x) - Cfg::CONSUMERS;
+#pragma unroll 8
+  for (int c = lane; c < ROWS * kChunks; c += Cfg::PRODUCERS) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool ok = r < rows_valid;
+    cp_async_16(smem + sw128(r, col, ROWS), ok ? g + r * stride + col : g, ok);
+  }
+}
+
+template <class T, int N>
+__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if constexpr (N == 64) wgmma::ss_Bf16_n64(d, a, b, scale_d); else wgmma::ss_Bf16_n128(d, a, b, scale_d);
+  } else {
+    if constexpr (N == 64) wgmma::ss_F16_n64(d, a, b, scale_d); else wgmma::ss_F16_n128(d, a, b, scale_d);
+  }
+}
+template <class T, int N>
+__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if constexpr (N == 64) wgmma::rs_Bf16_n64_tb(d, a, b); else wgmma::rs_Bf16_n128_tb(d, a, b);
+  } else {
+    if constexpr (N == 64) wgmma::rs_F16_n64_tb(d, a, b); else wgmma::rs_F16_n128_tb(d, a, b);
+  }
+}
+
+// Work item w (in launch order) -> (query block, batch x head): the batch x head index runs slowest
+// and, within it, the query blocks run from the last (longest causal rows) to the first, so items
+// that share K/V run at the same time (L2 reuse) and long items start first.
+struct WorkItem {
+  int m_block, bh;
+};
+__device__ __forceinline__ WorkItem work_item(int w, int m_blocks) { return {m_blocks - 1 - w % m_blocks, w / m_blocks}; }
+
+template <class Cfg, bool kCausal>
+__device__ __forceinline__ int kv_tiles(const FlashParams& p, int m_block) {
+  int n_end = p.seq_k;
+  if (kCausal) n_end = min(p.seq_k, (m_block + 1) * Cfg::BM + p.seq_k - p.seq_q);
+  return n_end > 0 ? (n_end + Cfg::BN - 1) / Cfg::BN : 0;
+}
+
+template <class Cfg, bool kCausal, class T>
+__global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const __grid_constant__ FlashParams p,
+                                                                         int m_blocks, int items) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // Swizzle atoms repeat every 1024 bytes: align the tiles to that.
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  // [Q | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers]
+  uint8_t* sQ = smem;
+  auto sK = [&](int stage) { return smem + Cfg::Q_BYTES + stage * Cfg::KV_BYTES; };
+  auto sV = [&](int stage) { return smem + Cfg::Q_BYTES + (2 + stage) * Cfg::KV_BYTES; };
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::Q_BYTES + 4 * Cfg::KV_BYTES);
+  uint64_t* full = bars;       // [2] a K/V stage holds its tile (the item's Q too, with its first tile)
+  uint64_t* empty = bars + 2;  // [2] the consumers are done with a stage
+  uint64_t* q_empty = bars + 4;  // the consumers are done with Q (all S products of the item issued and done)
+
+  const int64_t q_stride = int64_t(p.heads) * D, kv_stride = int64_t(p.kv_heads) * D;
+  const int offset = p.seq_k - p.seq_q;  // causal: query i sees keys j <= i + offset
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(&full[i], Cfg::PRODUCERS);   // every producer thread, once its copies land
+      mbar_init(&empty[i], Cfg::CONSUMERS);  // every consumer thread, once done with the tile
+    }
+    mbar_init(q_empty, Cfg::CONSUMERS);
+  }
+  __syncthreads();  // the last block-wide barrier: from here the roles run on their own
+
+  if (threadIdx.x >= Cfg::CONSUMERS) {
+    // Producers: for each item, Q with its first tile, then K_j, V_j into the next stage of the
+    // ring once the consumers have released it. `it` counts tiles across items.
+    int it = 0, items_done = 0;
+    for (int w = blockIdx.x; w < items; w += gridDim.x, ++items_done) {
+      const WorkItem wi = work_item(w, m_blocks);
+      const int b = wi.bh / p.heads, h = wi.bh % p.heads, kh = h / p.group, row0 = wi.m_block * BM;
+      const T* qg = static_cast<const T*>(p.q) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
+      const T* kg = static_cast<const T*>(p.k) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
+      const T* vg = static_cast<const T*>(p.v) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
+      const int n = kv_tiles<Cfg, kCausal>(p, wi.m_block);
+      for (int j = 0; j < n; ++j, ++it) {
+        const int stage = it & 1;
+        if (it >= 2) mbar_wait(&empty[stage], ((it >> 1) - 1) & 1);
+        if (j == 0) {
+          if (items_done > 0) mbar_wait(q_empty, (items_done - 1) & 1);
+          load_tile_sw128<Cfg, BM>(sQ, qg, q_stride, min(BM, p.seq_q - row0));
+        }
+        const int rows = min(BN, p.seq_k - j * BN);
+        load_tile_sw128<Cfg, BN>(sK(stage), kg + int64_t(j) * BN * kv_stride, kv_stride, rows);
+        load_tile_sw128<Cfg, BN>(sV(stage), vg + int64_t(j) * BN * kv_stride, kv_stride, rows);
+        mbar_arrive_cp_async(&full[stage]);
+      }
+      if (n == 0) {
+        // An item with no key (causal, seq_q > seq_k) still completes a Q phase for the consumers.
+        if (items_done > 0) mbar_wait(q_empty, (items_done - 1) & 1);
+      }
+    }
+    return;
+  }
+
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const uint32_t q_addr = smem_addr(sQ) + uint32_t(wg * 64 * 128);  // this warpgroup's 64 rows
+  const int my_row = wg * 64 + warp * 16 + g;                        // + 8 * half
+  constexpr float kLn2 = 0.6931471805599453f;
+  int it = 0;
+  for (int w = blockIdx.x; w < items; w += gridDim.x) {
+    const WorkItem wi = work_item(w, m_blocks);
+    const int b = wi.bh / p.heads, h = wi.bh % p.heads, row0 = wi.m_block * BM;
+    const int n = kv_tiles<Cfg, kCausal>(p, wi.m_block);
+    float acc_o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
+    float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};
+
+    for (int j = 0; j < n; ++j, ++it) {
+      const int stage = it & 1;
+      mbar_wait(&full[stage], (it >> 1) & 1);
+      fence_proxy_async();  // the copies' writes, now visible to this thread, ordered before wgmma's reads
+
+      // S = Q K_j^T for this warpgroup's 64 rows.
+      float s[BN / 2];
+      const uint32_t k_addr = smem_addr(sK(stage));
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const uint32_t a = q_addr + uint32_t((ks * 16 / 64) * BM * 128 + (ks * 16 % 64) * 2);
+        const uint32_t bk = k_addr + uint32_t((ks * 16 / 64) * BN * 128 + (ks * 16 % 64) * 2);
+        mma_ss<T, BN>(s, desc(a, 16, 1024), desc(bk, 16, 1024), ks > 0);
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operand(s);
+      if (j + 1 == n) mbar_arrive(q_empty);  // Q is not read again for this item
+
+      const int col0 = j * BN;
+      if (col0 + BN > p.seq_k || (kCausal && col0 + BN - 1 > row0 + offset)) {
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = col0 + i * 8 + 2 * t + (e & 1);
+            const int row = row0 + my_row + 8 * (e >> 1);
+            if (col >= p.seq_k || (kCausal && col > row + offset)) s[4 * i + e] = -INFINITY;
+          }
+      }
+
+      // Online softmax, rows my_row (half 0) and my_row + 8 (half 1); a quad of lanes shares a row.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = m_i[half];
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+          mx = fmaxf(mx, fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]) * p.scale_log2);
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+        const float base = mx == -INFINITY ? 0.f : mx;
+        const float alpha = exp2f(m_i[half] - base);
+        m_i[half] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = exp2f(s[4 * i + 2 * half + e] * p.scale_log2 - base);
+            s[4 * i + 2 * half + e] = pv;
+            sum += pv;
+          }
+        l_i[half] = l_i[half] * alpha + sum;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          acc_o[4 * i + 2 * half] *= alpha;
+          acc_o[4 * i + 2 * half + 1] *= alpha;
+        }
+      }
+
+      // O += P V_j: P's k-step kk is the accumulator of S's n-tiles 2kk and 2kk+1.
+      uint32_t pa[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        pa[kk][0] = Mma<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = Mma<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = Mma<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = Mma<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      const uint32_t v_addr = smem_addr(sV(stage));
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        mma_rs<T, D>(acc_o, pa[kk], desc(v_addr + uint32_t(kk * 16 * 128), uint32_t(BN * 128), 1024));
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operand(acc_o);
+      mbar_arrive(&empty[stage]);  // this thread is done with tile j's buffers
+    }
+    if (n == 0) mbar_arrive(q_empty);
+
+    // Epilogue: finish the row sums, normalize, write O and the log-sum-exp (from registers: the
+    // producers may already be filling shared memory for the next item).
+    T* og = static_cast<T*>(p.o) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
+    float* lse = p.lse + int64_t(wi.bh) * p.seq_q + row0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = l_i[half];
+      l += __shfl_xor_sync(~0u, l, 1);
+      l += __shfl_xor_sync(~0u, l, 2);
+      const int r = my_row + 8 * half;
+      if (row0 + r >= p.seq_q) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        const uint32_t packed = Mma<T>::pack(acc_o[4 * i + 2 * half] * inv, acc_o[4 * i + 2 * half + 1] * inv);
+        *reinterpret_cast<uint32_t*>(og + int64_t(r) * q_stride + i * 8 + 2 * t) = packed;
+      }
+      if (t == 0) lse[r] = l > 0.f ? (m_i[half] + log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
+#else
+  __trap();  // built for a GPU without wgmma: the launcher never selects this kernel there
+#endif
+}
+
+template <class Cfg, bool kCausal, class T>
+void launch(const AttentionParams& a, cudaStream_t stream) {
+  const FlashParams p = make_flash_params(a);
+  auto kernel = flash_fwd_sm90_kernel<Cfg, kCausal, T>;
+  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM));
+  int device = 0, sms = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t m_blocks = (a.seq_q + Cfg::BM - 1) / Cfg::BM;
+  const int64_t items = m_blocks * a.batch * a.heads;
+  if (items > INT32_MAX) throw Error("attention/flash: too many query blocks for 32-bit work indices");
+  const int grid = int(items < sms ? items : sms);  // one persistent block per SM
+  kernel<<<grid, Cfg::THREADS, Cfg::SMEM, stream>>>(p, int(m_blocks), int(items));
+  INFERLAB_CHECK_LAUNCH();
+}
+
+template <class Cfg, class T>
+void dispatch_causal(const AttentionParams& a, cudaStream_t s) {
+  if (a.causal)
+    launch<Cfg, true, T>(a, s);
+  else
+    launch<Cfg, false, T>(a, s);
+}
+
+template <class Cfg>
+void dispatch_dtype(const AttentionParams& a, cudaStream_t s) {
+  if (a.dtype == DType::bf16)
+    dispatch_causal<Cfg, __nv_bfloat16>(a, s);
+  else
+    dispatch_causal<Cfg, __half>(a, s);
+}
+
+}  // namespace
+
+void launch_flash_forward_sm90(const AttentionParams& a, cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 128:
+      return dispatch_dtype<Sm90Tile<128, 128>>(a, stream);
+    case 64:
+      return dispatch_dtype<Sm90Tile<64, 128>>(a, stream);
+    default:
+      throw Error("attention/flash: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
+  }
+}
+
+}  // namespace inferlab
