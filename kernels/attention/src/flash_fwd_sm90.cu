@@ -10,10 +10,10 @@
 //     consumer warpgroup waits only for the tile it needs and releases it on an "empty" mbarrier.
 //     No block-wide barrier in the loop: the two warpgroups drift apart, so one's softmax runs
 //     while the other's matrix products occupy the tensor cores.
-//   - Persistent (non-causal): one block per SM walks the (query block, batch x head) work items;
-//     the producers fetch the next item's Q and first K/V tile while the consumers finish the
-//     current one, so no block starts from an empty pipeline. Causal items, of unequal cost, get a
-//     block each, longest first.
+//   - Persistent: one block per SM; the producers take work items (query block, batch x head)
+//     from a global counter, publish each to the consumers through a shared-memory slot, and fetch
+//     the next item's Q (double-buffered) and first K/V tile while the consumers finish the current
+//     one, so no item starts from an empty pipeline and causal items of unequal cost balance.
 //   - S = Q K^T: wgmma m64nBNk16, A = Q and B = K from shared memory (both K-major).
 //   - O += P V: wgmma m64nDk16, A = P from registers (the S accumulator re-packed to 16 bits:
 //     its layout is the A-fragment layout), B = V from shared memory, MN-major (transposed).
@@ -23,6 +23,8 @@
 // flash_fwd.cu. Compiled only for sm_90a; the launcher uses it on compute capability 9.0.
 #include <cfloat>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "flash_common.cuh"
@@ -40,10 +42,11 @@ struct Sm90Tile {
   static constexpr int CONSUMERS = 256, PRODUCERS = 128, THREADS = CONSUMERS + PRODUCERS;  // 3 warpgroups
   // 384 threads allow 168 registers each, too few to keep the consumers' wgmma asynchronous (ptxas
   // C7512 serializes them). setmaxnreg moves registers: producers 56, consumers 224
-  // (128 * 56 + 256 * 224 <= 64K); the producers' copy loop is unrolled 4x to fit in 56.
+  // (128 * 56 + 256 * 224 <= 64K); the producers' copy loop is unrolled 2x to fit in 56.
   static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
   static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
-  static constexpr int SMEM = Q_BYTES + 4 * KV_BYTES + 1024 + 64;  // Q, 2 stages of K and V, alignment, mbarriers
+  // 2 Q buffers, 2 stages of K and V, alignment slack, mbarriers and work-item slots.
+  static constexpr int SMEM = 2 * Q_BYTES + 4 * KV_BYTES + 1024 + 128;
   static_assert(D % 64 == 0 && BN % 64 == 0, "128-byte swizzle atoms are 64 elements wide");
 };
 
@@ -84,7 +87,7 @@ template <class Cfg, int ROWS, class T>
 __device__ __forceinline__ void load_tile_sw128(uint8_t* smem, const T* g, int64_t stride, int rows_valid) {
   constexpr int kChunks = Cfg::D / 8;
   const int lane = int(threadIdx.x) - Cfg::CONSUMERS;
-#pragma unroll 4
+#pragma unroll 2
   for (int c = lane; c < ROWS * kChunks; c += Cfg::PRODUCERS) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool ok = r < rows_valid;
@@ -109,9 +112,9 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
   }
 }
 
-// Work item w (in launch order) -> (query block, batch x head): the batch x head index runs slowest
-// and, within it, the query blocks run from the last (longest causal rows) to the first, so items
-// that share K/V run at the same time (L2 reuse) and long items start first.
+// Work item w (in the order items are taken) -> (query block, batch x head): batch x head runs
+// slowest and, within it, query blocks from the last (longest causal rows) to the first, so items
+// that share K/V run at the same time (L2 reuse) and the long ones start first.
 struct WorkItem {
   int m_block, bh;
 };
@@ -125,21 +128,24 @@ __device__ __forceinline__ int kv_tiles(const FlashParams& p, int m_block) {
 }
 
 template <class Cfg, bool kCausal, class T>
-__global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const __grid_constant__ FlashParams p,
-                                                                         int m_blocks, int items) {
+__global__ void __launch_bounds__(Cfg::THREADS, 1)
+    flash_fwd_sm90_kernel(const __grid_constant__ FlashParams p, int m_blocks, int items, int* next_item) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // Swizzle atoms repeat every 1024 bytes: align the tiles to that.
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  // [Q | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers]
-  uint8_t* sQ = smem;
-  auto sK = [&](int stage) { return smem + Cfg::Q_BYTES + stage * Cfg::KV_BYTES; };
-  auto sV = [&](int stage) { return smem + Cfg::Q_BYTES + (2 + stage) * Cfg::KV_BYTES; };
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::Q_BYTES + 4 * Cfg::KV_BYTES);
-  uint64_t* full = bars;       // [2] a K/V stage holds its tile (the item's Q too, with its first tile)
-  uint64_t* empty = bars + 2;  // [2] the consumers are done with a stage
-  uint64_t* q_empty = bars + 4;  // the consumers are done with Q (all S products of the item issued and done)
+  // [Q 0 | Q 1 | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers | work-item slots]
+  auto sQ = [&](int k) { return smem + (k & 1) * Cfg::Q_BYTES; };  // Q of this block's k-th item
+  auto sK = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + stage * Cfg::KV_BYTES; };
+  auto sV = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + (2 + stage) * Cfg::KV_BYTES; };
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + 2 * Cfg::Q_BYTES + 4 * Cfg::KV_BYTES);
+  uint64_t* full = bars;            // [2] a K/V stage holds its tile (and the item's Q, with its first tile)
+  uint64_t* empty = bars + 2;       // [2] the consumers are done with a K/V stage
+  uint64_t* q_empty = bars + 4;     // [2] the consumers are done with a Q buffer
+  uint64_t* item_full = bars + 6;   // [2] a work-item slot holds the next item
+  uint64_t* item_empty = bars + 8;  // [2] the consumers have read the slot
+  int* item_slot = reinterpret_cast<int*>(bars + 10);  // [2]
 
   const int64_t q_stride = int64_t(p.heads) * D, kv_stride = int64_t(p.kv_heads) * D;
   const int offset = p.seq_k - p.seq_q;  // causal: query i sees keys j <= i + offset
@@ -148,17 +154,31 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
     for (int i = 0; i < 2; ++i) {
       mbar_init(&full[i], Cfg::PRODUCERS);   // every producer thread, once its copies land
       mbar_init(&empty[i], Cfg::CONSUMERS);  // every consumer thread, once done with the tile
+      mbar_init(&q_empty[i], Cfg::CONSUMERS);
+      mbar_init(&item_full[i], 1);
+      mbar_init(&item_empty[i], Cfg::CONSUMERS);
     }
-    mbar_init(q_empty, Cfg::CONSUMERS);
   }
   __syncthreads();  // the last block-wide barrier: from here the roles run on their own
 
   if (threadIdx.x >= Cfg::CONSUMERS) {
-    // Producers: for each item, Q with its first tile, then K_j, V_j into the next stage of the
-    // ring once the consumers have released it. `it` counts tiles across items.
+    // Producers: take the next work item (dynamically: a global counter), publish it to the
+    // consumers, then copy its Q with its first tile and K_j, V_j into the next stage of the ring
+    // once the consumers have released it. `it` counts K/V tiles across items.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Cfg::PRODUCER_REGS));
-    int it = 0, items_done = 0;
-    for (int w = blockIdx.x; w < items; w += gridDim.x, ++items_done) {
+    const bool leader = threadIdx.x == Cfg::CONSUMERS;
+    int it = 0;
+    for (int k = 0;; ++k) {
+      const int slot = k & 1;
+      if (leader) {
+        if (k >= 2) mbar_wait(&item_empty[slot], ((k >> 1) - 1) & 1);
+        const int w = k == 0 ? int(blockIdx.x) : int(gridDim.x) + atomicAdd(next_item, 1);
+        item_slot[slot] = w < items ? w : -1;
+        mbar_arrive(&item_full[slot]);
+      }
+      asm volatile("bar.sync 1, %0;\n" ::"n"(Cfg::PRODUCERS) : "memory");  // the producers see the slot
+      const int w = item_slot[slot];
+      if (w < 0) break;
       const WorkItem wi = work_item(w, m_blocks);
       const int b = wi.bh / p.heads, h = wi.bh % p.heads, kh = h / p.group, row0 = wi.m_block * BM;
       const T* qg = static_cast<const T*>(p.q) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
@@ -169,17 +189,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
         const int stage = it & 1;
         if (it >= 2) mbar_wait(&empty[stage], ((it >> 1) - 1) & 1);
         if (j == 0) {
-          if (items_done > 0) mbar_wait(q_empty, (items_done - 1) & 1);
-          load_tile_sw128<Cfg, BM>(sQ, qg, q_stride, min(BM, p.seq_q - row0));
+          if (k >= 2) mbar_wait(&q_empty[slot], ((k >> 1) - 1) & 1);
+          load_tile_sw128<Cfg, BM>(sQ(k), qg, q_stride, min(BM, p.seq_q - row0));
         }
         const int rows = min(BN, p.seq_k - j * BN);
         load_tile_sw128<Cfg, BN>(sK(stage), kg + int64_t(j) * BN * kv_stride, kv_stride, rows);
         load_tile_sw128<Cfg, BN>(sV(stage), vg + int64_t(j) * BN * kv_stride, kv_stride, rows);
         mbar_arrive_cp_async(&full[stage]);
-      }
-      if (n == 0) {
-        // An item with no key (causal, seq_q > seq_k) still completes a Q phase for the consumers.
-        if (items_done > 0) mbar_wait(q_empty, (items_done - 1) & 1);
       }
     }
     return;
@@ -188,14 +204,19 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Cfg::CONSUMER_REGS));
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const uint32_t q_addr = smem_addr(sQ) + uint32_t(wg * 64 * 128);  // this warpgroup's 64 rows
-  const int my_row = wg * 64 + warp * 16 + g;                        // + 8 * half
+  const int my_row = wg * 64 + warp * 16 + g;  // + 8 * half
   constexpr float kLn2 = 0.6931471805599453f;
   int it = 0;
-  for (int w = blockIdx.x; w < items; w += gridDim.x) {
+  for (int k = 0;; ++k) {
+    const int slot = k & 1;
+    mbar_wait(&item_full[slot], (k >> 1) & 1);
+    const int w = item_slot[slot];
+    mbar_arrive(&item_empty[slot]);
+    if (w < 0) break;
     const WorkItem wi = work_item(w, m_blocks);
     const int b = wi.bh / p.heads, h = wi.bh % p.heads, row0 = wi.m_block * BM;
     const int n = kv_tiles<Cfg, kCausal>(p, wi.m_block);
+    const uint32_t q_addr = smem_addr(sQ(k)) + uint32_t(wg * 64 * 128);  // this warpgroup's 64 rows
     float acc_o[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
@@ -219,7 +240,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operand(s);
-      if (j + 1 == n) mbar_arrive(q_empty);  // Q is not read again for this item
+      if (j + 1 == n) mbar_arrive(&q_empty[slot]);  // Q is not read again for this item
 
       const int col0 = j * BN;
       if (col0 + BN > p.seq_k || (kCausal && col0 + BN - 1 > row0 + offset)) {
@@ -281,7 +302,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
       wgmma::fence_operand(acc_o);
       mbar_arrive(&empty[stage]);  // this thread is done with tile j's buffers
     }
-    if (n == 0) mbar_arrive(q_empty);
+    if (n == 0) mbar_arrive(&q_empty[slot]);
 
     // Epilogue: finish the row sums, normalize, write O and the log-sum-exp (from registers: the
     // producers may already be filling shared memory for the next item).
@@ -308,6 +329,16 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1) flash_fwd_sm90_kernel(const _
 #endif
 }
 
+// The work-item counter of the persistent kernel: one int per device, allocated once.
+int* work_counter(int device) {
+  static std::mutex mutex;
+  static std::map<int, int*> counters;
+  std::lock_guard<std::mutex> lock(mutex);
+  int*& c = counters[device];
+  if (!c) INFERLAB_CUDA_CHECK(cudaMalloc(&c, sizeof(int)));
+  return c;
+}
+
 template <class Cfg, bool kCausal, class T>
 void launch(const AttentionParams& a, cudaStream_t stream) {
   const FlashParams p = make_flash_params(a);
@@ -318,13 +349,13 @@ void launch(const AttentionParams& a, cudaStream_t stream) {
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t m_blocks = (a.seq_q + Cfg::BM - 1) / Cfg::BM;
   const int64_t items = m_blocks * a.batch * a.heads;
-  if (items > INT32_MAX) throw Error("attention/flash: too many query blocks for 32-bit work indices");
-  // Non-causal items all cost the same: one persistent block per SM walks them. Causal items
-  // differ by up to the number of K/V tiles; a static walk leaves SMs idle at the end (measured:
-  // 248 vs 376 TFLOP/s at s = 16k), so each causal item gets its own block and the hardware's
-  // block scheduler balances them, longest first.
-  const int grid = kCausal ? int(items) : int(items < sms ? items : sms);
-  kernel<<<grid, Cfg::THREADS, Cfg::SMEM, stream>>>(p, int(m_blocks), int(items));
+  if (items > INT32_MAX / 2) throw Error("attention/flash: too many query blocks for 32-bit work indices");
+  // One persistent block per SM; each takes its next item from a global counter when it finishes
+  // one, so items of unequal cost (causal) balance across SMs, longest first.
+  const int grid = int(items < sms ? items : sms);
+  int* counter = work_counter(device);
+  INFERLAB_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(int), stream));
+  kernel<<<grid, Cfg::THREADS, Cfg::SMEM, stream>>>(p, int(m_blocks), int(items), counter);
   INFERLAB_CHECK_LAUNCH();
 }
 
