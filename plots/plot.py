@@ -18,7 +18,8 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
             hardware in the panel as a horizontal line.
   line:     x, y (column or list: one panel per column), series (columns naming each line),
             hlines {y column: column holding a reference value, e.g. ai: ridge},
-            compare {y column: column drawn dashed beside it, e.g. measured_s: predicted_s}. Rows with
+            compare {y column: column drawn dashed beside it, e.g. measured_s: predicted_s},
+            per (a column to divide y by, e.g. batch_used for bytes per sequence). Rows with
             fits=false (memory over the device capacity) get hollow markers.
 Column units are converted for display: *_s -> ms, *bytes -> GB, *flops_per_s -> TFLOP/s,
 *bytes_per_s -> GB/s.
@@ -284,10 +285,13 @@ def line(rows, plot):
         if k not in keys:
             keys.append(k)
     cmap = plt.get_cmap("tab10")
+    per = plot.get("per")  # divide y by this column (e.g. bytes per sequence: per batch_used)
     for ax, y in zip(axes, ys):
         scale, ylabel = display(y)
+        if per:
+            ylabel = ylabel.replace(y, f"{y} per {per}")
         for i, k in enumerate(keys):
-            pts = sorted((number(r[x]), number(r[y])) for r in rows
+            pts = sorted((number(r[x]), number(r[y]) / (number(r[per]) if per else 1.0)) for r in rows
                          if key_text(r, series) == k and number(r.get(x)) is not None and number(r.get(y)) is not None)
             if not pts:
                 continue

@@ -22,19 +22,6 @@ void check_same_gpu(const Hardware& hw) {
                 ") but the point predicts for " + hw.id + ": measure on that GPU, set hardware, or use --predict-only");
 }
 
-AttentionParams kernel_shape(const AttentionPoint& ap) {
-  AttentionParams s;
-  s.dtype = ap.dtype;
-  s.batch = ap.shape.batch;
-  s.heads = ap.shape.heads;
-  s.kv_heads = ap.shape.kv_heads;
-  s.seq_q = ap.shape.new_tokens;
-  s.seq_k = ap.shape.new_tokens + ap.shape.past_tokens;
-  s.head_dim = ap.shape.head_dim;
-  s.causal = ap.shape.causal;
-  return s;
-}
-
 void fill_measured(Row& r, const Timing& t, const std::string& kernels) {
   const double flops = std::strtod(get_cell(r, "flops").c_str(), nullptr);
   const double bytes = std::strtod(get_cell(r, "bytes").c_str(), nullptr);
@@ -54,14 +41,14 @@ std::function<void(const Params&)> attention_preflight() {
   return [](const Params& p) {
     const AttentionPoint ap = evaluate_attention_point(p);
     check_same_gpu(ap.hardware);
-    check_attention_fits(kernel_shape(ap), ap.variant);
+    check_attention_fits(params_for(ap.shape, ap.dtype), ap.variant);
   };
 }
 
 std::function<void(const Params&, std::vector<Row>&)> attention_measure() {
   return [](const Params& p, std::vector<Row>& rows) {
     const AttentionPoint ap = evaluate_attention_point(p);
-    const AttentionMeasurement m = measure_attention(kernel_shape(ap), ap.variant);
+    const AttentionMeasurement m = measure_attention(params_for(ap.shape, ap.dtype), ap.variant);
     for (Row& r : rows) fill_measured(r, m.timing, m.kernels);
   };
 }

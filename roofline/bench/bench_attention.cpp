@@ -39,22 +39,15 @@ void run(benchmark::State& state, const Bench& b) {
     return;
   }
   static const Hardware hw = load_hardware(hw_id);
-  AttentionParams shape;
-  shape.dtype = DType::bf16;
-  shape.heads = 16;
-  shape.kv_heads = b.kv_heads;
-  shape.head_dim = 128;
-  shape.seq_q = shape.seq_k = b.seq;
-  shape.batch = 16384 / b.seq;
-  shape.causal = b.causal;
-  AttentionShape cost_shape;
-  cost_shape.batch = shape.batch;
-  cost_shape.heads = shape.heads;
-  cost_shape.kv_heads = shape.kv_heads;
-  cost_shape.head_dim = shape.head_dim;
-  cost_shape.new_tokens = b.seq;
-  cost_shape.causal = b.causal;
-  const Op cost = attention_cost(cost_shape, b.variant, shape.dtype, shape.dtype);
+  AttentionShape cs;
+  cs.heads = 16;
+  cs.kv_heads = b.kv_heads;
+  cs.head_dim = 128;
+  cs.new_tokens = b.seq;
+  cs.batch = 16384 / b.seq;
+  cs.causal = b.causal;
+  const AttentionParams shape = params_for(cs, DType::bf16);
+  const Op cost = attention_cost(cost_shape(shape), b.variant, shape.dtype, shape.dtype);
   const Prediction pred = predict(cost, hw);
   AttentionMeasurement m;
   try {

@@ -16,6 +16,7 @@
 #include "inferlab/kernels/attention/attention.h"
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/cublas.h"
+#include "inferlab/kernels/common/dtype_traits.h"
 #include "inferlab/kernels/common/nvtx.h"
 #include "inferlab/sim/error.h"
 
@@ -51,25 +52,11 @@ __global__ void build_pointer_tables(const AttentionParams p, const void** table
 
 template <class T>
 __device__ __forceinline__ float to_f(T x) {
-  return float(x);
-}
-template <>
-__device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <>
-__device__ __forceinline__ float to_f<__half>(__half x) {
-  return __half2float(x);
+  return DTypeTraits<DTypeOf<T>::value>::to_float(x);
 }
 template <class T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) {
-  return __float2half_rn(x);
+__device__ __forceinline__ T from_f(float x) {
+  return DTypeTraits<DTypeOf<T>::value>::from_float(x);
 }
 
 // Online (max, sum) pair combine: the sum is kept relative to the max.

@@ -70,6 +70,22 @@ struct Mma<__half> {
   }
 };
 
+// Runtime (dtype, causal) -> compile time, in one place for both kernels:
+//   dispatch_dtype_causal(a, [&](auto causal, auto element) {
+//     launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream); });
+template <class T>
+struct Element {
+  using type = T;
+};
+template <class F>
+void dispatch_dtype_causal(const AttentionParams& a, F&& f) {
+  if (a.dtype == DType::bf16) {
+    if (a.causal) f(std::true_type{}, Element<__nv_bfloat16>{}); else f(std::false_type{}, Element<__nv_bfloat16>{});
+  } else {
+    if (a.causal) f(std::true_type{}, Element<__half>{}); else f(std::false_type{}, Element<__half>{});
+  }
+}
+
 inline FlashParams make_flash_params(const AttentionParams& a) {
   FlashParams p{};
   p.q = a.q;

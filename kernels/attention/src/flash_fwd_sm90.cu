@@ -359,20 +359,11 @@ void launch(const AttentionParams& a, cudaStream_t stream) {
   INFERLAB_CHECK_LAUNCH();
 }
 
-template <class Cfg, class T>
-void dispatch_causal(const AttentionParams& a, cudaStream_t s) {
-  if (a.causal)
-    launch<Cfg, true, T>(a, s);
-  else
-    launch<Cfg, false, T>(a, s);
-}
-
 template <class Cfg>
-void dispatch_dtype(const AttentionParams& a, cudaStream_t s) {
-  if (a.dtype == DType::bf16)
-    dispatch_causal<Cfg, __nv_bfloat16>(a, s);
-  else
-    dispatch_causal<Cfg, __half>(a, s);
+void dispatch_dtype(const AttentionParams& a, cudaStream_t stream) {
+  dispatch_dtype_causal(a, [&](auto causal, auto element) {
+    launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream);
+  });
 }
 
 }  // namespace

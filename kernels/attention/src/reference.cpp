@@ -13,6 +13,31 @@ float AttentionParams::softmax_scale() const {
   return scale != 0.f ? scale : float(1.0 / std::sqrt(double(head_dim)));
 }
 
+AttentionShape cost_shape(const AttentionParams& p) {
+  AttentionShape s;
+  s.batch = p.batch;
+  s.heads = p.heads;
+  s.kv_heads = p.kv_heads;
+  s.head_dim = p.head_dim;
+  s.new_tokens = p.seq_q;
+  s.past_tokens = p.seq_k - p.seq_q;
+  s.causal = p.causal;
+  return s;
+}
+
+AttentionParams params_for(const AttentionShape& s, DType dtype) {
+  AttentionParams p;
+  p.dtype = dtype;
+  p.batch = s.batch;
+  p.heads = s.heads;
+  p.kv_heads = s.kv_heads;
+  p.head_dim = s.head_dim;
+  p.seq_q = s.new_tokens;
+  p.seq_k = s.new_tokens + s.past_tokens;
+  p.causal = s.causal;
+  return p;
+}
+
 void attention_reference(const AttentionParams& p, const float* q, const float* k, const float* v, float* o,
                          float* lse) {
   const int64_t H = p.heads, KH = p.kv_heads, D = p.head_dim, group = H / KH;

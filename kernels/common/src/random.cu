@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 
 #include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/dtype_traits.h"
 #include "inferlab/kernels/common/random.h"
 #include "inferlab/sim/error.h"
 
@@ -17,32 +18,13 @@ __device__ __forceinline__ uint64_t mix(uint64_t x) {  // splitmix64 finalizer
 }
 
 template <class T>
-__device__ __forceinline__ T convert(float x);
-template <>
-__device__ __forceinline__ float convert<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half convert<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 convert<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_fp8_e4m3 convert<__nv_fp8_e4m3>(float x) {
-  return __nv_fp8_e4m3(x);
-}
-
-template <class T>
 __global__ void fill_normal_kernel(T* dst, int64_t n, uint64_t seed, float stddev) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t r = mix(seed ^ mix(uint64_t(i)));
     // Box-Muller on two 24-bit uniforms in (0, 1].
     const float u1 = (float((r >> 40) & 0xffffff) + 1.f) * (1.f / 16777216.f);
     const float u2 = float((r >> 16) & 0xffffff) * (1.f / 16777216.f);
-    dst[i] = convert<T>(stddev * sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
+    dst[i] = DTypeTraits<DTypeOf<T>::value>::from_float(stddev * sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
   }
 }
 

@@ -42,6 +42,12 @@ struct AttentionParams {
   float softmax_scale() const;
 };
 
+// The kernel's shape and the sim/ cost shape (ops.h) are one description seen from two sides:
+// seq_q = new tokens, seq_k = past + new; window none. Benchmarks and experiments convert with
+// these, so the cost charged to a launch is always attention_cost(cost_shape(launch)).
+AttentionShape cost_shape(const AttentionParams& p);
+AttentionParams params_for(const AttentionShape& shape, DType dtype);  // pointers left empty
+
 // Throws inferlab::Error naming the problem (dtype, head dim, heads, sizes, missing pointers or
 // workspace) before anything is launched. validate_shape checks all but the pointers.
 void validate_shape(const AttentionParams& p, AttentionVariant variant);
