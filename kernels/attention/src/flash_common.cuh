@@ -70,6 +70,14 @@ struct Mma<__half> {
   }
 };
 
+// 2^x on the SFU, flushing denormals (exp2f without fast-math adds a range fix-up per call). The
+// softmax only feeds it x <= 0 and needs no denormal results.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Runtime (dtype, causal) -> compile time, in one place for both kernels:
 //   dispatch_dtype_causal(a, [&](auto causal, auto element) {
 //     launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream); });

@@ -189,14 +189,14 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
         mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
         const float base = mx == -INFINITY ? 0.f : mx;
-        const float alpha = exp2f(m_i[mt][half] - base);
+        const float alpha = fast_exp2(m_i[mt][half] - base);
         m_i[mt][half] = mx;
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < NS; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float pv = exp2f(s[mt][n][2 * half + e] * p.scale_log2 - base);
+            const float pv = fast_exp2(s[mt][n][2 * half + e] * p.scale_log2 - base);
             s[mt][n][2 * half + e] = pv;
             sum += pv;
           }

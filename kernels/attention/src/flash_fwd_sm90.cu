@@ -264,14 +264,14 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
         const float base = mx == -INFINITY ? 0.f : mx;
-        const float alpha = exp2f(m_i[half] - base);
+        const float alpha = fast_exp2(m_i[half] - base);
         m_i[half] = mx;
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float pv = exp2f(s[4 * i + 2 * half + e] * p.scale_log2 - base);
+            const float pv = fast_exp2(s[4 * i + 2 * half + e] * p.scale_log2 - base);
             s[4 * i + 2 * half + e] = pv;
             sum += pv;
           }
