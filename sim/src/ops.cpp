@@ -141,7 +141,8 @@ double expected_experts_touched(int64_t experts, int64_t top_k, int64_t tokens) 
 }
 
 Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_dtype, DType kv_dtype) {
-  if (a.batch <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.head_dim <= 0 || a.new_tokens <= 0 || a.past_tokens < 0)
+  if (a.batch <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.head_dim <= 0 || a.new_tokens <= 0 || a.past_tokens < 0 ||
+      a.block_size < 0 || a.splits <= 0)
     throw Error("attention shape: sizes must be positive");
   if (a.heads % a.kv_heads != 0)
     throw Error("attention shape: kv_heads " + std::to_string(a.kv_heads) + " does not divide heads " +
@@ -159,6 +160,15 @@ Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_d
   for (const char* t : {"K", "V"}) {
     if (cached > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, b * cached * kv_dim * kvb);
     ob.read(std::string(t) + "_new", TensorRole::activation, b * n * kv_dim * act);
+  }
+  if (a.block_size > 0) {
+    const double blocks = std::ceil(double(a.past_tokens + a.new_tokens) / double(a.block_size));
+    ob.read("block_table", TensorRole::activation, b * blocks * 4.0);
+  }
+  if (a.splits > 1) {
+    const double partial = b * h * n * double(a.splits) * (d + 2.0) * 4.0;  // O in fp32, max and sum
+    ob.write("partial_o", TensorRole::activation, partial);
+    ob.read("partial_o", TensorRole::activation, partial);
   }
   if (variant == AttentionVariant::flash) {
     ob.write("O", TensorRole::activation, b * n * q_dim * act);

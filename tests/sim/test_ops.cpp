@@ -218,3 +218,34 @@ TEST(Roofline, TimeIsMaxOfTermsPlusLaunch) {
 
 }  // namespace
 }  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+TEST(Ops, DecodeCostOfLayoutsAndSplits) {
+  AttentionShape a;
+  a.batch = 8;
+  a.heads = 32;
+  a.kv_heads = 8;
+  a.head_dim = 128;
+  a.new_tokens = 1;
+  a.past_tokens = 8191;
+  const Op plain = attention_cost(a, AttentionVariant::flash, DType::bf16, DType::bf16);
+  // K and V of 8191 cached tokens + the new one: 2 x 8 x 8192 x 8 x 128 x 2 bytes.
+  EXPECT_DOUBLE_EQ(plain.bytes(TensorRole::kv_cache) + 2.0 * 8 * 8 * 128 * 2, 2.0 * 8 * 8192 * 8 * 128 * 2);
+  a.block_size = 16;
+  const Op paged = attention_cost(a, AttentionVariant::flash, DType::bf16, DType::bf16);
+  EXPECT_DOUBLE_EQ(paged.bytes() - plain.bytes(), 8.0 * 512 * 4);  // the block table
+  a.splits = 4;
+  const Op split = attention_cost(a, AttentionVariant::flash, DType::bf16, DType::bf16);
+  EXPECT_DOUBLE_EQ(split.bytes() - paged.bytes(), 2.0 * 8 * 32 * 4 * 130 * 4);
+  EXPECT_DOUBLE_EQ(split.flops, plain.flops);
+  // Each KV element (2 bytes) serves 4 query heads x 2 FLOPs x (QK and PV) / 2 tensors: ~4 FLOP/B,
+  // far left of any ridge.
+  EXPECT_NEAR(split.ai(), 4.0, 0.05);
+  a.splits = 0;
+  EXPECT_THROW(attention_cost(a, AttentionVariant::flash, DType::bf16, DType::bf16), Error);
+}
+
+}  // namespace
+}  // namespace inferlab

@@ -113,6 +113,11 @@ struct AttentionShape {
   int64_t new_tokens = 1, past_tokens = 0;
   bool causal = true;
   std::optional<int64_t> window;
+  // Decode kernels (kernels/attention/decode.h): a paged cache adds the block-table reads
+  // (4 bytes per block of every sequence); a context split into `splits` pieces adds the
+  // pieces' partial outputs, written and read back in fp32 with their max and sum.
+  int64_t block_size = 0;  // 0: contiguous cache
+  int64_t splits = 1;
 };
 Op attention_cost(const AttentionShape& shape, AttentionVariant variant, DType act, DType kv);
 

@@ -1,0 +1,421 @@
+// Decode attention (one query token per sequence) over a contiguous or paged KV cache.
+//
+// One block = (piece of the context, sequence, KV head, group of up to 32 query heads). Its query
+// heads are the rows of mma.sync m16n8k16 tiles (padded to 16 or 32 rows), so the scores Q K^T
+// and the output P V run on tensor cores while the block streams K and V once:
+//   - 4 warps split the block's tokens in tiles of 16; each warp double-buffers its own K/V tiles
+//     in shared memory with cp.async (rows past the context zero-filled, their scores -inf), so
+//     the loads of tile i+1 are in flight while tile i is used. A paged cache is read through
+//     the block table row by row; a tile may straddle blocks of any size.
+//   - online softmax per query head (as in flash_fwd.cu), then the 4 warps' (max, sum, O) are
+//     merged through shared memory.
+//   - plain: one piece: the block writes O and the log-sum-exp. split: each piece writes its
+//     unnormalized O with (max, sum) to the workspace; the last piece to finish for its
+//     (sequence, KV head, group) — a counter, reset by that block — merges all pieces.
+// The model of this kernel's cost is sim/ops.h attention_cost with the KV layout and the pieces.
+#include <cfloat>
+#include <cmath>
+#include <algorithm>
+#include <string>
+
+#include "flash_common.cuh"
+#include "inferlab/kernels/attention/decode.h"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/dtype_traits.h"
+#include "inferlab/kernels/common/nvtx.h"
+#include "inferlab/sim/error.h"
+
+namespace inferlab {
+namespace {
+
+constexpr int kWarps = 4, kThreads = kWarps * 32, kTile = 16;  // tokens per warp tile
+
+struct DecodeKernelParams {
+  const void* q;
+  KvCacheView cache;
+  void* o;
+  float* lse;
+  float* part_o;    // [batch, heads, splits, D] unnormalized, relative to part_m
+  float* part_ml;   // [batch, heads, splits, 2]: max (log2 units) and sum
+  int* counters;    // [batch, kv_heads, groups]
+  int heads, group, groups, splits;  // group: query heads per KV head; groups: blocks per KV head
+  float scale_log2;
+};
+
+template <int D>
+constexpr int smem_bytes() {
+  return kWarps * 2 /*stages*/ * 2 /*K,V*/ * kTile * D * 2;
+}
+
+// Copies a warp's K and V tile (tokens [t, t + 16)) into its shared buffers (swizzled rows).
+template <int D, KvLayout L, class T>
+__device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c, int b, int kh, int t, int t_end,
+                                             int lane) {
+  constexpr int kChunks = D / 8;
+  const int64_t row = int64_t(c.kv_heads) * D;  // elements per token in the pool
+#pragma unroll
+  for (int i = lane; i < kTile * kChunks; i += 32) {
+    const int r = i / kChunks, ch = i % kChunks, tok = t + r;
+    const bool ok = tok < t_end;
+    int64_t slot = 0;
+    if (ok) {
+      if constexpr (L == KvLayout::paged)
+        slot = int64_t(c.block_table[int64_t(b) * c.max_blocks_per_seq + tok / c.block_size]) * c.block_size +
+               tok % c.block_size;
+      else
+        slot = int64_t(b) * c.max_len + tok;
+    }
+    const int64_t off = slot * row + int64_t(kh) * D + ch * 8;
+    cp_async_16(sk + swz<D>(r, ch * 8), static_cast<const T*>(c.k) + off, ok);
+    cp_async_16(sv + swz<D>(r, ch * 8), static_cast<const T*>(c.v) + off, ok);
+  }
+}
+
+template <int D, int MT, KvLayout L, class T>
+__global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant__ DecodeKernelParams p) {
+  constexpr int ROWS = 16 * MT, NO = D / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* smem = reinterpret_cast<T*>(smem_raw);
+  const int split = blockIdx.x;
+  const int unit = blockIdx.y;  // (b, kh, hg)
+  const int hg = unit % p.groups, kh = (unit / p.groups) % int(p.cache.kv_heads), b = unit / p.groups / int(p.cache.kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int h0 = kh * p.group + hg * ROWS;                  // first query head of the block
+  const int rows = min(ROWS, p.group - hg * ROWS);          // real query heads (the rest is padding)
+
+  const int n = p.cache.context_lens[b];
+  int chunk = (n + p.splits - 1) / p.splits;
+  chunk = (chunk + kTile - 1) / kTile * kTile;
+  const int t0 = min(n, split * chunk), t1 = min(n, t0 + chunk);
+
+  // Q rows of this block -> shared memory (zero padding rows) -> A fragments in registers.
+  T* sq = smem;  // [ROWS x D], reused below
+  {
+    const T* qg = static_cast<const T*>(p.q) + (int64_t(b) * p.heads + h0) * D;
+    for (int i = threadIdx.x; i < ROWS * (D / 8); i += kThreads) {
+      const int r = i / (D / 8), ch = i % (D / 8);
+      cp_async_16(sq + swz<D>(r, ch * 8), qg + int64_t(r) * D + ch * 8, r < rows);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+  }
+  uint32_t qa[MT][D / 16][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      ldmatrix_x4(qa[mt][ks], sq + swz<D>(mt * 16 + (lane % 8) + 8 * ((lane / 8) & 1), ks * 16 + 8 * (lane / 16)));
+  __syncthreads();  // the Q buffer becomes the warps' K/V buffers
+
+  T* sk[2];
+  T* sv[2];
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    sk[s] = smem + (warp * 4 + s * 2) * kTile * D;
+    sv[s] = sk[s] + kTile * D;
+  }
+
+  float acc_o[MT][NO][4];
+  float m_i[MT][2], l_i[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < NO; ++i) acc_o[mt][i][0] = acc_o[mt][i][1] = acc_o[mt][i][2] = acc_o[mt][i][3] = 0.f;
+    m_i[mt][0] = m_i[mt][1] = -INFINITY;
+    l_i[mt][0] = l_i[mt][1] = 0.f;
+  }
+
+  // This warp's tiles: t0 + 16 * (warp + 4 i).
+  int tile = t0 + warp * kTile;
+  if (tile < t1) load_kv_tile<D, L>(sk[0], sv[0], p.cache, b, kh, tile, t1, lane);
+  cp_async_commit();
+  for (int stage = 0; tile < t1; tile += kWarps * kTile, stage ^= 1) {
+    const int next = tile + kWarps * kTile;
+    if (next < t1) load_kv_tile<D, L>(sk[stage ^ 1], sv[stage ^ 1], p.cache, b, kh, next, t1, lane);
+    cp_async_commit();
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    __syncwarp();
+
+    float s[MT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t kb[4];
+      ldmatrix_x4(kb, sk[stage] + swz<D>((lane % 8) + 8 * (lane / 16), ks * 16 + 8 * ((lane / 8) & 1)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma<T>::run(s[mt][0], qa[mt][ks], kb[0], kb[1]);
+        Mma<T>::run(s[mt][1], qa[mt][ks], kb[2], kb[3]);
+      }
+    }
+    if (tile + kTile > t1) {  // the last tile of the piece: mask tokens past its end
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (tile + nt * 8 + 2 * t + (e & 1) >= t1) s[mt][nt][e] = -INFINITY;
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = m_i[mt][half];
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]) * p.scale_log2);
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+        const float base = mx == -INFINITY ? 0.f : mx;
+        const float alpha = fast_exp2(m_i[mt][half] - base);
+        m_i[mt][half] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = fast_exp2(s[mt][nt][2 * half + e] * p.scale_log2 - base);
+            s[mt][nt][2 * half + e] = pv;
+            sum += pv;
+          }
+        l_i[mt][half] = l_i[mt][half] * alpha + sum;
+#pragma unroll
+        for (int i = 0; i < NO; ++i) {
+          acc_o[mt][i][2 * half] *= alpha;
+          acc_o[mt][i][2 * half + 1] *= alpha;
+        }
+      }
+    uint32_t pa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      pa[mt][0] = Mma<T>::pack(s[mt][0][0], s[mt][0][1]);
+      pa[mt][1] = Mma<T>::pack(s[mt][0][2], s[mt][0][3]);
+      pa[mt][2] = Mma<T>::pack(s[mt][1][0], s[mt][1][1]);
+      pa[mt][3] = Mma<T>::pack(s[mt][1][2], s[mt][1][3]);
+    }
+#pragma unroll
+    for (int dp = 0; dp < NO / 2; ++dp) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, sv[stage] + swz<D>((lane % 8) + 8 * ((lane / 8) & 1), dp * 16 + 8 * (lane / 16)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Mma<T>::run(acc_o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+        Mma<T>::run(acc_o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+      }
+    }
+    __syncwarp();  // done reading this stage before it is refilled
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+
+  // Merge the 4 warps: each leaves (max, sum) per row and its O rows in shared memory.
+  __syncthreads();
+  float* so = reinterpret_cast<float*>(smem_raw);           // [warps][ROWS][D]
+  float* sml = so + kWarps * ROWS * D;                      // [warps][ROWS][2]
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = mt * 16 + g + 8 * half;
+      float l = l_i[mt][half];
+      l += __shfl_xor_sync(~0u, l, 1);
+      l += __shfl_xor_sync(~0u, l, 2);
+      if (t == 0) {
+        sml[(warp * ROWS + r) * 2] = m_i[mt][half];
+        sml[(warp * ROWS + r) * 2 + 1] = l;
+      }
+#pragma unroll
+      for (int i = 0; i < NO; ++i) {
+        so[(warp * ROWS + r) * D + i * 8 + 2 * t] = acc_o[mt][i][2 * half];
+        so[(warp * ROWS + r) * D + i * 8 + 2 * t + 1] = acc_o[mt][i][2 * half + 1];
+      }
+    }
+  __syncthreads();
+  using Tr = DTypeTraits<DTypeOf<T>::value>;
+  constexpr float kLn2 = 0.6931471805599453f;
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, sml[(w * ROWS + r) * 2]);
+    const float base = M == -INFINITY ? 0.f : M;
+    float L = 0.f, acc = 0.f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = fast_exp2(sml[(w * ROWS + r) * 2] - base);
+      L += f * sml[(w * ROWS + r) * 2 + 1];
+      acc += f * so[(w * ROWS + r) * D + d];
+    }
+    const int64_t bh = int64_t(b) * p.heads + h0 + r;
+    if (p.splits == 1) {
+      static_cast<T*>(p.o)[bh * D + d] = Tr::from_float(L > 0.f ? acc / L : 0.f);
+      if (d == 0) p.lse[bh] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+    } else {
+      p.part_o[(bh * p.splits + split) * D + d] = acc;  // relative to 2^base
+      if (d == 0) {
+        p.part_ml[(bh * p.splits + split) * 2] = M;
+        p.part_ml[(bh * p.splits + split) * 2 + 1] = L;
+      }
+    }
+  }
+  if (p.splits == 1) return;
+
+  // The last piece of this (sequence, KV head, group) to finish merges all pieces.
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&p.counters[unit], 1) == p.splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    const int64_t bh = int64_t(b) * p.heads + h0 + r;
+    const float* ml = p.part_ml + bh * p.splits * 2;
+    float M = -INFINITY;
+    for (int sp = 0; sp < p.splits; ++sp) M = fmaxf(M, __ldcg(ml + 2 * sp));
+    const float base = M == -INFINITY ? 0.f : M;
+    float L = 0.f, acc = 0.f;
+    for (int sp = 0; sp < p.splits; ++sp) {
+      const float f = fast_exp2(__ldcg(ml + 2 * sp) - base);
+      L += f * __ldcg(ml + 2 * sp + 1);
+      acc += f * __ldcg(p.part_o + (bh * p.splits + sp) * D + d);
+    }
+    static_cast<T*>(p.o)[bh * D + d] = Tr::from_float(L > 0.f ? acc / L : 0.f);
+    if (d == 0) p.lse[bh] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+  }
+  if (threadIdx.x == 0) p.counters[unit] = 0;  // ready for the next launch
+}
+
+template <int D, int MT, KvLayout L, class T>
+void launch(const DecodeParams& a, const DecodeKernelParams& kp, int groups, cudaStream_t stream) {
+  auto kernel = decode_kernel<D, MT, L, T>;
+  constexpr int smem = smem_bytes<D>() > kWarps * 16 * MT * D * 4 + kWarps * 16 * MT * 8
+                           ? smem_bytes<D>()
+                           : kWarps * 16 * MT * D * 4 + kWarps * 16 * MT * 8;  // K/V tiles, or the warps' merge
+  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(unsigned(kp.splits), unsigned(a.batch * a.cache.kv_heads * groups));
+  kernel<<<grid, kThreads, smem, stream>>>(kp);
+  INFERLAB_CHECK_LAUNCH();
+}
+
+template <int D, int MT>
+void dispatch_layout_dtype(const DecodeParams& a, const DecodeKernelParams& kp, int groups, cudaStream_t s) {
+  const bool paged = a.cache.layout == KvLayout::paged;
+  if (a.dtype == DType::bf16) {
+    if (paged) launch<D, MT, KvLayout::paged, __nv_bfloat16>(a, kp, groups, s);
+    else launch<D, MT, KvLayout::contiguous, __nv_bfloat16>(a, kp, groups, s);
+  } else {
+    if (paged) launch<D, MT, KvLayout::paged, __half>(a, kp, groups, s);
+    else launch<D, MT, KvLayout::contiguous, __half>(a, kp, groups, s);
+  }
+}
+
+int query_group(const DecodeParams& p) { return int(p.heads / p.cache.kv_heads); }
+// Blocks per KV head: groups of at most 32 query heads (two 16-row tensor-core tiles).
+int head_groups(const DecodeParams& p) { return (query_group(p) + 31) / 32; }
+
+struct WorkspaceLayout {
+  std::size_t part_o, part_ml, counters, total;
+};
+WorkspaceLayout workspace_layout(const DecodeParams& p, int splits) {
+  auto up = [](std::size_t x) { return (x + 255) / 256 * 256; };
+  WorkspaceLayout w{};
+  if (splits <= 1) return w;
+  const std::size_t rows = std::size_t(p.batch * p.heads) * std::size_t(splits);
+  w.part_o = 0;
+  w.part_ml = up(rows * std::size_t(p.head_dim) * 4);
+  w.counters = w.part_ml + up(rows * 8);
+  w.total = w.counters + up(std::size_t(p.batch * p.cache.kv_heads * head_groups(p)) * 4);
+  return w;
+}
+
+}  // namespace
+
+float DecodeParams::softmax_scale() const {
+  return scale != 0.f ? scale : float(1.0 / std::sqrt(double(head_dim)));
+}
+
+std::string decode_variant_name(DecodeVariant v) { return v == DecodeVariant::plain ? "plain" : "split"; }
+DecodeVariant parse_decode_variant(const std::string& s) {
+  if (s == "plain") return DecodeVariant::plain;
+  if (s == "split") return DecodeVariant::split;
+  throw Error("unknown decode variant '" + s + "' (known: plain, split)");
+}
+
+int decode_splits(const DecodeParams& p, DecodeVariant v, int sm_count) {
+  if (v == DecodeVariant::plain) return 1;
+  if (p.splits > 0) return p.splits;
+  // Decode attention is a stream of K/V bytes: it reaches HBM bandwidth only with enough blocks
+  // in flight. Up to 3 blocks fit on an SM (64 KB of K/V buffers each); aim for about two waves
+  // of them, so the last wave's imbalance costs little, but give every piece at least 256 tokens
+  // (4 tiles per warp) so its fixed work (Q load, merges, one more partial) stays small.
+  const int64_t units = p.batch * p.cache.kv_heads * head_groups(p);
+  const int64_t want = (2 * 3 * int64_t(sm_count) + units - 1) / units;
+  const int64_t most = std::max<int64_t>(1, (p.max_context + 255) / 256);
+  return int(std::max<int64_t>(1, std::min(want, most)));
+}
+
+std::size_t decode_workspace_bytes(const DecodeParams& p, DecodeVariant v, int sm_count) {
+  return workspace_layout(p, decode_splits(p, v, sm_count)).total;
+}
+
+void validate_decode(const DecodeParams& p, DecodeVariant v, int sm_count) {
+  if (p.dtype != DType::bf16 && p.dtype != DType::fp16)
+    throw Error("decode attention: unsupported dtype " + dtype_name(p.dtype) + " (supported: bf16, fp16)");
+  if (p.head_dim != 64 && p.head_dim != 128)
+    throw Error("decode attention: unsupported head dim " + std::to_string(p.head_dim) + " (supported: 64, 128)");
+  if (p.cache.head_dim != p.head_dim || p.cache.dtype != p.dtype || p.cache.batch != p.batch)
+    throw Error("decode attention: the KV cache's batch, head dim or dtype differs from the query's");
+  if (p.batch <= 0 || p.heads <= 0 || p.cache.kv_heads <= 0) throw Error("decode attention: sizes must be positive");
+  if (p.heads % p.cache.kv_heads != 0)
+    throw Error("decode attention: kv_heads " + std::to_string(p.cache.kv_heads) + " does not divide heads " +
+                std::to_string(p.heads));
+  if (p.max_context < 0 || p.max_context > INT32_MAX) throw Error("decode attention: max_context out of range");
+  if (!p.q || !p.o || !p.lse || !p.cache.k || !p.cache.v || !p.cache.context_lens)
+    throw Error("decode attention: q, o, lse and the cache's k, v, context_lens must be given");
+  if (p.cache.layout == KvLayout::paged && !p.cache.block_table) throw Error("decode attention: paged cache without a block table");
+  const std::size_t need = decode_workspace_bytes(p, v, sm_count);
+  if (need > 0 && (!p.workspace || p.workspace_bytes < need))
+    throw Error("decode attention/" + decode_variant_name(v) + ": needs a workspace of " + std::to_string(need) + " bytes");
+  if (p.batch * p.cache.kv_heads * head_groups(p) > 65535)
+    throw Error("decode attention: batch x kv_heads too large for one launch");
+}
+
+void decode_attention(const DecodeParams& p, DecodeVariant v, cudaStream_t stream) {
+  int device = 0, sms = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  validate_decode(p, v, sms);
+  NvtxRange range(v == DecodeVariant::plain ? "attention/decode_plain" : "attention/decode_split");
+  DecodeKernelParams kp{};
+  kp.q = p.q;
+  kp.cache = p.cache;
+  kp.o = p.o;
+  kp.lse = p.lse;
+  kp.splits = decode_splits(p, v, sms);
+  const WorkspaceLayout w = workspace_layout(p, kp.splits);
+  if (kp.splits > 1) {
+    auto* base = static_cast<char*>(p.workspace);
+    kp.part_o = reinterpret_cast<float*>(base + w.part_o);
+    kp.part_ml = reinterpret_cast<float*>(base + w.part_ml);
+    kp.counters = reinterpret_cast<int*>(base + w.counters);
+    // Counters start at zero; each merging block resets its own, so this is needed once per workspace.
+    INFERLAB_CUDA_CHECK(cudaMemsetAsync(kp.counters, 0, w.total - w.counters, stream));
+  }
+  kp.heads = int(p.heads);
+  kp.group = query_group(p);
+  kp.groups = head_groups(p);
+  kp.scale_log2 = p.softmax_scale() * 1.4426950408889634f;
+  const bool two_tiles = kp.group > 16;
+  if (p.head_dim == 128) {
+    if (two_tiles) dispatch_layout_dtype<128, 2>(p, kp, kp.groups, stream);
+    else dispatch_layout_dtype<128, 1>(p, kp, kp.groups, stream);
+  } else {
+    if (two_tiles) dispatch_layout_dtype<64, 2>(p, kp, kp.groups, stream);
+    else dispatch_layout_dtype<64, 1>(p, kp, kp.groups, stream);
+  }
+}
+
+}  // namespace inferlab

@@ -1,0 +1,81 @@
+// Google Benchmark over decode attention at the lab's anchor shapes: GQA 32 query / 8 KV heads,
+// head dim 128, bf16; batch x context = 1 x 32768, 8 x 8192, 32 x 4096, 64 x 4096; plain and
+// split; contiguous and paged (block 8, 16, 32). Counters from the sim/ cost of the launch:
+//   GB/s         bytes the model counts (K and V once, the table, the partials) over the median
+//   kv_GB/s      K + V bytes alone (the peers' measure)
+//   pct_bw       of the bandwidth the model uses (measured copy bandwidth when the GPU has a file)
+//   splits, predicted_us, error_pct
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "inferlab/roofline/gpu_info.h"
+#include "inferlab/roofline/measure_decode.h"
+#include "inferlab/sim/hardware.h"
+#include "inferlab/sim/roofline.h"
+
+namespace inferlab {
+namespace {
+
+void run(benchmark::State& state, DecodeShape s, DecodeVariant v) {
+  static const GpuInfo gpu = detect_gpu();
+  if (!gpu.present) {
+    state.SkipWithError(("no GPU: " + gpu.reason).c_str());
+    return;
+  }
+  static const std::string hw_id = hardware_for_device(gpu.name);
+  if (hw_id.empty()) {
+    state.SkipWithError(("no data/hardware file lists " + gpu.name).c_str());
+    return;
+  }
+  static const Hardware hw = load_hardware(hw_id);
+  DecodeMeasurement m;
+  try {
+    for (auto _ : state) {
+      m = measure_decode(s, v);
+      state.SetIterationTime(m.timing.median_s);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const Op cost = attention_cost(decode_cost_shape(s, m.splits), AttentionVariant::flash, s.dtype, s.dtype);
+  const Prediction pred = predict(cost, hw);
+  const double t = m.timing.median_s;
+  state.counters["GB/s"] = cost.bytes() / t / 1e9;
+  state.counters["kv_GB/s"] = cost.bytes(TensorRole::kv_cache) / t / 1e9;
+  state.counters["pct_bw"] = 100.0 * cost.bytes() / t / pred.bandwidth;
+  state.counters["splits"] = m.splits;
+  state.counters["predicted_us"] = pred.total_s * 1e6;
+  state.counters["error_pct"] = 100.0 * (pred.total_s - t) / t;
+  state.counters["spread_pct"] = 100.0 * m.timing.spread();
+}
+
+}  // namespace
+}  // namespace inferlab
+
+int main(int argc, char** argv) {
+  using namespace inferlab;
+  const int64_t shapes[][2] = {{1, 32768}, {8, 8192}, {32, 4096}, {64, 4096}};
+  for (DecodeVariant v : {DecodeVariant::split, DecodeVariant::plain})
+    for (const auto& sh : shapes)
+      for (int64_t block : {0, 16, 8, 32}) {
+        DecodeShape s;
+        s.batch = sh[0];
+        s.context = sh[1];
+        s.layout = block ? KvLayout::paged : KvLayout::contiguous;
+        s.block_size = block ? block : 16;
+        const std::string name = "decode/" + decode_variant_name(v) + "/" +
+                                 (block ? "paged" + std::to_string(block) : std::string("contiguous")) + "/b" +
+                                 std::to_string(sh[0]) + "xctx" + std::to_string(sh[1]);
+        benchmark::RegisterBenchmark(name.c_str(), [s, v](benchmark::State& st) { run(st, s, v); })
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

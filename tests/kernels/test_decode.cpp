@@ -1,0 +1,371 @@
+// kernels/kvcache and decode attention: allocator and checks on the CPU; append and decode
+// (plain and split, contiguous and paged) against the CPU reference on the GPU.
+//
+// Every slot of the K/V pools that no sequence owns is NaN, so a stray read poisons the output.
+// Tolerance as in test_attention.cpp: 2x the error of a plain same-precision implementation
+// (scores, P and O rounded to the dtype), plus half an ulp of the output.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "inferlab/kernels/attention/decode.h"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/device_buffer.h"
+#include "inferlab/kernels/common/dtype_traits.h"
+#include "inferlab/kernels/kvcache/kvcache.h"
+#include "inferlab/sim/error.h"
+
+namespace inferlab {
+namespace {
+
+#define REQUIRE_GPU()                              \
+  do {                                             \
+    std::string why;                               \
+    if (!gpu_available(&why)) GTEST_SKIP() << why; \
+  } while (0)
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(KvCache, BlockAllocatorHandsOutEveryBlockOnceAndReportsExhaustion) {
+  BlockAllocator a(5);
+  std::vector<int32_t> got;
+  for (int i = 0; i < 5; ++i) got.push_back(a.allocate());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_NE(error_of([&] { a.allocate(); }).find("exhausted"), std::string::npos);
+  a.release(3);
+  EXPECT_EQ(a.allocate(), 3);
+  EXPECT_NE(error_of([&] { a.release(7); }).find("not allocated"), std::string::npos);
+  a.release(2);
+  EXPECT_NE(error_of([&] { a.release(2); }).find("not allocated"), std::string::npos);
+}
+
+TEST(KvCache, ManagerGrowsOnDemandAndFreesOnRelease) {
+  PagedKvManager m(10, 16, 4);
+  m.grow(0, 1);
+  EXPECT_EQ(m.blocks(0).size(), 1u);
+  m.grow(0, 16);
+  EXPECT_EQ(m.blocks(0).size(), 1u);
+  m.grow(0, 17);
+  EXPECT_EQ(m.blocks(0).size(), 2u);
+  m.grow(1, 40);
+  EXPECT_EQ(m.allocator().used_blocks(), 5);
+  const auto t = m.block_table({1, 0});
+  ASSERT_EQ(t.size(), 8u);
+  EXPECT_EQ(t[3], -1);
+  EXPECT_EQ(t[6], -1);
+  EXPECT_NE(error_of([&] { m.grow(2, 65); }).find("beyond the 4"), std::string::npos);
+  m.release(1);
+  EXPECT_EQ(m.allocator().used_blocks(), 2);
+  m.grow(2, 64);
+  m.grow(3, 64);
+  EXPECT_NE(error_of([&] { m.grow(4, 1); }).find("exhausted"), std::string::npos);
+}
+
+TEST(KvCache, ViewChecksCatchBadTablesAndContexts) {
+  int dummy = 0;
+  KvCacheView v;
+  v.layout = KvLayout::paged;
+  v.batch = 2;
+  v.kv_heads = 2;
+  v.head_dim = 64;
+  v.k = v.v = &dummy;
+  v.context_lens = reinterpret_cast<int32_t*>(&dummy);
+  v.block_table = reinterpret_cast<int32_t*>(&dummy);
+  v.num_blocks = 4;
+  v.block_size = 8;
+  v.max_blocks_per_seq = 2;
+  EXPECT_NO_THROW(validate_kv_view(v, {9, 3}, {0, 1, 2, -1}));
+  EXPECT_NE(error_of([&] { validate_kv_view(v, {9, 9}, {0, 1, 2, -1}); }).find("not allocated"), std::string::npos);
+  EXPECT_NE(error_of([&] { validate_kv_view(v, {9, 3}, {0, 7, 2, -1}); }).find("outside the pool"), std::string::npos);
+  EXPECT_NE(error_of([&] { validate_kv_view(v, {17, 3}, {0, 1, 2, -1}); }).find("beyond"), std::string::npos);
+  v.layout = KvLayout::contiguous;
+  v.max_len = 10;
+  EXPECT_NE(error_of([&] { validate_kv_view(v, {11, 3}, {}); }).find("beyond its reserved 10"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- GPU
+struct DecodeCase {
+  DType dtype;
+  int64_t heads, kv_heads, head_dim;
+  KvLayout layout;
+  int64_t block_size;  // paged
+  std::vector<int32_t> lens;
+  int splits;          // 0: heuristic
+};
+
+std::string describe(const DecodeCase& c) {
+  std::string s = dtype_name(c.dtype) + " h" + std::to_string(c.heads) + "/kv" + std::to_string(c.kv_heads) + " d" +
+                  std::to_string(c.head_dim) + " " + kv_layout_name(c.layout);
+  if (c.layout == KvLayout::paged) s += " block " + std::to_string(c.block_size);
+  s += " splits " + std::to_string(c.splits) + " lens";
+  for (auto l : c.lens) s += " " + std::to_string(l);
+  return s;
+}
+
+float round_to(DType t, float x) {
+  return t == DType::bf16 ? DTypeTraits<DType::bf16>::to_float(DTypeTraits<DType::bf16>::from_float(x))
+                          : DTypeTraits<DType::fp16>::to_float(DTypeTraits<DType::fp16>::from_float(x));
+}
+
+template <DType DT>
+void run_decode(const DecodeCase& c, std::mt19937_64& rng) {
+  using Tr = DTypeTraits<DT>;
+  using T = typename Tr::type;
+  const int64_t B = int64_t(c.lens.size()), D = c.head_dim, KH = c.kv_heads, H = c.heads;
+  const int64_t max_ctx = *std::max_element(c.lens.begin(), c.lens.end());
+  KvCacheView view;
+  view.layout = c.layout;
+  view.dtype = DT;
+  view.batch = B;
+  view.kv_heads = KH;
+  view.head_dim = D;
+  std::vector<int32_t> table;
+  int64_t slots = 0;
+  if (c.layout == KvLayout::paged) {
+    view.block_size = c.block_size;
+    view.max_blocks_per_seq = (max_ctx + c.block_size - 1) / c.block_size + 1;
+    int64_t used = 0;
+    for (auto l : c.lens) used += (l + c.block_size - 1) / c.block_size;
+    view.num_blocks = used + 3;  // spare blocks stay NaN
+    // Physical blocks handed out in a shuffled order, as a long-running allocator leaves them.
+    std::vector<int32_t> perm(std::size_t(view.num_blocks));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    table.assign(std::size_t(B * view.max_blocks_per_seq), -1);
+    std::size_t next = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < (c.lens[b] + c.block_size - 1) / c.block_size; ++i)
+        table[std::size_t(b * view.max_blocks_per_seq + i)] = perm[next++];
+    slots = view.num_blocks * c.block_size;
+  } else {
+    view.max_len = max_ctx + 5;  // unused rows at the end of every sequence stay NaN
+    slots = B * view.max_len;
+  }
+  validate_kv_view(view, c.lens, table);
+  auto slot_of = [&](int64_t b, int64_t tok) {
+    return c.layout == KvLayout::paged
+               ? int64_t(table[std::size_t(b * view.max_blocks_per_seq + tok / c.block_size)]) * c.block_size +
+                     tok % c.block_size
+               : b * view.max_len + tok;
+  };
+  std::normal_distribution<float> dist(0.f, 1.f);
+  const std::size_t pool = std::size_t(slots * KH * D);
+  std::vector<T> hk(pool, Tr::nan()), hv(pool, Tr::nan());
+  std::vector<float> fk(pool, NAN), fv(pool, NAN);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < c.lens[b]; ++j)
+      for (int64_t e = 0; e < KH * D; ++e) {
+        const std::size_t i = std::size_t(slot_of(b, j) * KH * D + e);
+        hk[i] = Tr::from_float(dist(rng));
+        hv[i] = Tr::from_float(dist(rng));
+        fk[i] = Tr::to_float(hk[i]);
+        fv[i] = Tr::to_float(hv[i]);
+      }
+  std::vector<T> hq(std::size_t(B * H * D));
+  std::vector<float> fq(hq.size());
+  for (std::size_t i = 0; i < hq.size(); ++i) {
+    hq[i] = Tr::from_float(dist(rng));
+    fq[i] = Tr::to_float(hq[i]);
+  }
+  DeviceBuffer<T> dk(hk), dv(hv), dq(hq);
+  DeviceBuffer<int32_t> dlens(c.lens);
+  DeviceBuffer<int32_t> dtable(table.empty() ? std::vector<int32_t>{-1} : table);
+  view.k = dk.get();
+  view.v = dv.get();
+  view.context_lens = dlens.get();
+  view.block_table = c.layout == KvLayout::paged ? dtable.get() : nullptr;
+
+  DecodeParams p;
+  p.dtype = DT;
+  p.batch = B;
+  p.heads = H;
+  p.head_dim = D;
+  p.q = dq.get();
+  p.cache = view;
+  p.max_context = max_ctx;
+  p.splits = c.splits;
+  std::vector<float> ref(std::size_t(B * H * D)), ref_lse(std::size_t(B * H));
+  decode_attention_reference(p, fq.data(), fk.data(), fv.data(), c.lens, table, ref.data(), ref_lse.data());
+
+  // The plain same-precision implementation: scores, P and O rounded to the dtype.
+  double base_err = 0, base_lse_err = 0, out_scale = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kh = h / (H / KH), n = c.lens[b];
+      std::vector<float> s(static_cast<std::size_t>(n));
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        float dot = 0;
+        for (int64_t d = 0; d < D; ++d)
+          dot += fq[std::size_t((b * H + h) * D + d)] * fk[std::size_t((slot_of(b, j) * KH + kh) * D + d)];
+        s[std::size_t(j)] = round_to(DT, dot * p.softmax_scale());
+        mx = std::max(mx, s[std::size_t(j)]);
+      }
+      float sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(s[std::size_t(j)] - mx);
+      if (n > 0) base_lse_err = std::max(base_lse_err, double(std::fabs(mx + std::log(sum) - ref_lse[std::size_t(b * H + h)])));
+      for (int64_t d = 0; d < D; ++d) {
+        float acc = 0;
+        for (int64_t j = 0; j < n; ++j)
+          acc += round_to(DT, std::exp(s[std::size_t(j)] - mx) / sum) * fv[std::size_t((slot_of(b, j) * KH + kh) * D + d)];
+        const float r = ref[std::size_t((b * H + h) * D + d)];
+        base_err = std::max(base_err, double(std::fabs(round_to(DT, n > 0 ? acc : 0.f) - r)));
+        out_scale = std::max(out_scale, double(std::fabs(r)));
+      }
+    }
+  const double tol = 2 * base_err + (DT == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) * std::max(out_scale, 1e-3);
+  const double lse_tol = 2 * base_lse_err + 1e-4;
+
+  int device = 0, sms = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  for (DecodeVariant v : {DecodeVariant::plain, DecodeVariant::split}) {
+    SCOPED_TRACE(decode_variant_name(v) + " " + describe(c));
+    DeviceBuffer<T> d_o(std::size_t(B * H * D));
+    DeviceBuffer<float> d_lse(std::size_t(B * H));
+    d_o.fill(Tr::nan());
+    d_lse.fill(NAN);
+    DeviceBuffer<char> ws(std::max<std::size_t>(1, decode_workspace_bytes(p, v, sms)));
+    p.o = d_o.get();
+    p.lse = d_lse.get();
+    p.workspace = ws.get();
+    p.workspace_bytes = ws.size();
+    for (int rep = 0; rep < 2; ++rep) {  // twice: the split counters must be left ready for the next launch
+      decode_attention(p, v, nullptr);
+      INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    const auto o = d_o.download();
+    const auto lse = d_lse.download();
+    double err = 0, lse_err = 0;
+    int64_t bad = 0;
+    for (std::size_t i = 0; i < o.size(); ++i) {
+      const float x = Tr::to_float(o[i]);
+      if (!std::isfinite(x)) ++bad;
+      else err = std::max(err, double(std::fabs(x - ref[i])));
+    }
+    for (std::size_t i = 0; i < lse.size(); ++i) {
+      if (std::isinf(ref_lse[i]) && lse[i] == ref_lse[i]) continue;
+      if (!std::isfinite(lse[i])) ++bad;
+      else lse_err = std::max(lse_err, double(std::fabs(lse[i] - ref_lse[i])));
+    }
+    EXPECT_EQ(bad, 0) << "non-finite outputs: unwritten, or a NaN slot was read";
+    EXPECT_LE(err, tol) << "baseline " << base_err;
+    EXPECT_LE(lse_err, lse_tol) << "baseline " << base_lse_err;
+  }
+}
+
+void run(const DecodeCase& c, std::mt19937_64& rng) {
+  if (c.dtype == DType::bf16)
+    run_decode<DType::bf16>(c, rng);
+  else
+    run_decode<DType::fp16>(c, rng);
+}
+
+std::mt19937_64 seeded_rng() {
+  const uint64_t seed = std::random_device{}();
+  std::printf("decode test seed %llu\n", static_cast<unsigned long long>(seed));
+  return std::mt19937_64(seed);
+}
+
+TEST(DecodeGpu, EdgeShapes) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  run({DType::bf16, 8, 8, 128, KvLayout::contiguous, 0, {1}, 0}, rng);
+  run({DType::bf16, 32, 8, 128, KvLayout::paged, 16, {1, 17, 16, 33}, 0}, rng);
+  run({DType::fp16, 32, 1, 64, KvLayout::paged, 8, {5, 300, 129}, 3}, rng);   // MQA: 32 query heads on one KV head
+  run({DType::bf16, 64, 1, 128, KvLayout::paged, 32, {77, 1000}, 5}, rng);   // 64 heads: two blocks per KV head
+  run({DType::bf16, 4, 2, 64, KvLayout::contiguous, 0, {0, 9}, 2}, rng);     // an empty context
+}
+
+TEST(DecodeGpu, FreshRandomBatches) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  std::uniform_int_distribution<int> coin(0, 1), pick(0, 3), len(1, 4000), splits(0, 7);
+  for (int trial = 0; trial < 16; ++trial) {
+    DecodeCase c;
+    c.dtype = coin(rng) ? DType::bf16 : DType::fp16;
+    c.head_dim = coin(rng) ? 128 : 64;
+    const int64_t shapes[][2] = {{8, 8}, {32, 8}, {32, 1}, {16, 4}};
+    const auto sh = shapes[pick(rng)];
+    c.heads = sh[0];
+    c.kv_heads = sh[1];
+    c.layout = coin(rng) ? KvLayout::paged : KvLayout::contiguous;
+    const int64_t blocks[] = {8, 16, 32, 16};
+    c.block_size = blocks[pick(rng)];
+    const int b = 1 + pick(rng) + pick(rng);
+    for (int i = 0; i < b; ++i) c.lens.push_back(len(rng) | 1);  // odd lengths
+    c.splits = splits(rng);
+    run(c, rng);
+  }
+}
+
+TEST(DecodeGpu, LongContext) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  run({DType::bf16, 32, 8, 128, KvLayout::paged, 16, {32767}, 0}, rng);
+}
+
+TEST(DecodeGpu, AppendWritesTheRightSlots) {
+  REQUIRE_GPU();
+  using Tr = DTypeTraits<DType::bf16>;
+  std::mt19937_64 rng(std::random_device{}());
+  const int64_t B = 3, KH = 2, D = 64, BS = 8;
+  PagedKvManager m(16, BS, 4);
+  const std::vector<int32_t> pos = {0, 9, 30};  // token index each sequence writes
+  for (int b = 0; b < B; ++b) m.grow(b, pos[std::size_t(b)] + 1);
+  const auto table = m.block_table({0, 1, 2});
+  const std::size_t pool = std::size_t(16 * BS * KH * D);
+  DeviceBuffer<Tr::type> k(pool), v(pool);
+  k.fill(Tr::nan());
+  v.fill(Tr::nan());
+  std::vector<Tr::type> kn(std::size_t(B * KH * D)), vn(kn.size());
+  std::normal_distribution<float> dist;
+  for (std::size_t i = 0; i < kn.size(); ++i) {
+    kn[i] = Tr::from_float(dist(rng));
+    vn[i] = Tr::from_float(dist(rng));
+  }
+  DeviceBuffer<Tr::type> dkn(kn), dvn(vn);
+  DeviceBuffer<int32_t> dpos(pos), dtable(table);
+  KvCacheView view;
+  view.layout = KvLayout::paged;
+  view.batch = B;
+  view.kv_heads = KH;
+  view.head_dim = D;
+  view.k = k.get();
+  view.v = v.get();
+  view.context_lens = dpos.get();
+  view.block_table = dtable.get();
+  view.num_blocks = 16;
+  view.block_size = BS;
+  view.max_blocks_per_seq = 4;
+  append_kv(view, dkn.get(), dvn.get(), dpos.get(), nullptr);
+  INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto hk = k.download();
+  const auto hv = v.download();
+  int64_t written = 0;
+  for (std::size_t i = 0; i < hk.size(); ++i) written += !std::isnan(Tr::to_float(hk[i]));
+  EXPECT_EQ(written, B * KH * D);  // nothing else touched
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t p = pos[std::size_t(b)];
+    const int64_t slot = int64_t(table[std::size_t(b * 4 + p / BS)]) * BS + p % BS;
+    for (int64_t e = 0; e < KH * D; ++e) {
+      ASSERT_EQ(Tr::to_float(hk[std::size_t(slot * KH * D + e)]), Tr::to_float(kn[std::size_t(b * KH * D + e)]));
+      ASSERT_EQ(Tr::to_float(hv[std::size_t(slot * KH * D + e)]), Tr::to_float(vn[std::size_t(b * KH * D + e)]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace inferlab
