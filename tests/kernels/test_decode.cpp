@@ -153,7 +153,6 @@ void run_decode(const DecodeCase& c, std::mt19937_64& rng) {
     view.max_len = max_ctx + 5;  // unused rows at the end of every sequence stay NaN
     slots = B * view.max_len;
   }
-  validate_kv_view(view, c.lens, table);
   auto slot_of = [&](int64_t b, int64_t tok) {
     return c.layout == KvLayout::paged
                ? int64_t(table[std::size_t(b * view.max_blocks_per_seq + tok / c.block_size)]) * c.block_size +
@@ -186,6 +185,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& rng) {
   view.v = dv.get();
   view.context_lens = dlens.get();
   view.block_table = c.layout == KvLayout::paged ? dtable.get() : nullptr;
+  validate_kv_view(view, c.lens, table);
 
   DecodeParams p;
   p.dtype = DT;

@@ -29,6 +29,7 @@ namespace inferlab {
 namespace {
 
 constexpr int kWarps = 4, kThreads = kWarps * 32, kTile = 16;  // tokens per warp tile
+constexpr int kMaxSplits = 240;  // the merge keeps 32 rows x pieces weights in shared memory
 
 struct DecodeKernelParams {
   const void* q;
@@ -39,18 +40,26 @@ struct DecodeKernelParams {
   float* part_ml;   // [batch, heads, splits, 2]: max (log2 units) and sum
   int* counters;    // [batch, kv_heads, groups]
   int heads, group, groups, splits;  // group: query heads per KV head; groups: blocks per KV head
+  int chunk;                         // tokens per piece (a multiple of the 16-token tile)
+  int table_entries;                 // paged: block-table entries a piece spans at most (staged in smem)
   float scale_log2;
 };
 
-template <int D>
-constexpr int smem_bytes() {
-  return kWarps * 2 /*stages*/ * 2 /*K,V*/ * kTile * D * 2;
+// Shared memory: the warps' double-buffered K/V tiles, later reused for merging the warps
+// (fp32 O rows and (max, sum) per warp), whichever is larger; then the staged table entries.
+template <int D, int MT>
+constexpr int kv_smem_bytes() {
+  constexpr int tiles = kWarps * 2 /*stages*/ * 2 /*K,V*/ * kTile * D * 2;
+  constexpr int merge = kWarps * 16 * MT * D * 4 + kWarps * 16 * MT * 8;
+  return tiles > merge ? tiles : merge;
 }
 
 // Copies a warp's K and V tile (tokens [t, t + 16)) into its shared buffers (swizzled rows).
-template <int D, KvLayout L, class T>
-__device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c, int b, int kh, int t, int t_end,
-                                             int lane) {
+// Paged: the piece's block-table entries were staged in shared memory (stab, from token t_base),
+// so no copy waits on a global load of the table.
+template <int D, KvLayout kLayout, class T>
+__device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c, const int* stab, int t_base, int b,
+                                             int kh, int t, int t_end, int lane) {
   constexpr int kChunks = D / 8;
   const int64_t row = int64_t(c.kv_heads) * D;  // elements per token in the pool
 #pragma unroll
@@ -59,9 +68,8 @@ __device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c,
     const bool ok = tok < t_end;
     int64_t slot = 0;
     if (ok) {
-      if constexpr (L == KvLayout::paged)
-        slot = int64_t(c.block_table[int64_t(b) * c.max_blocks_per_seq + tok / c.block_size]) * c.block_size +
-               tok % c.block_size;
+      if constexpr (kLayout == KvLayout::paged)
+        slot = int64_t(stab[tok / c.block_size - t_base / c.block_size]) * c.block_size + tok % c.block_size;
       else
         slot = int64_t(b) * c.max_len + tok;
     }
@@ -71,7 +79,7 @@ __device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c,
   }
 }
 
-template <int D, int MT, KvLayout L, class T>
+template <int D, int MT, KvLayout kLayout, class T>
 __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant__ DecodeKernelParams p) {
   constexpr int ROWS = 16 * MT, NO = D / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -84,9 +92,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
   const int rows = min(ROWS, p.group - hg * ROWS);          // real query heads (the rest is padding)
 
   const int n = p.cache.context_lens[b];
-  int chunk = (n + p.splits - 1) / p.splits;
-  chunk = (chunk + kTile - 1) / kTile * kTile;
-  const int t0 = min(n, split * chunk), t1 = min(n, t0 + chunk);
+  const int t0 = min(n, split * p.chunk), t1 = min(n, t0 + p.chunk);
+  int* stab = reinterpret_cast<int*>(smem_raw + kv_smem_bytes<D, MT>());  // paged: this piece's table entries
+  if constexpr (kLayout == KvLayout::paged) {
+    const int first = t0 / int(p.cache.block_size), last = t1 > t0 ? (t1 - 1) / int(p.cache.block_size) : first - 1;
+    const int32_t* row = p.cache.block_table + int64_t(b) * p.cache.max_blocks_per_seq;
+    for (int i = threadIdx.x; i <= last - first; i += kThreads) stab[i] = row[first + i];
+  }
 
   // Q rows of this block -> shared memory (zero padding rows) -> A fragments in registers.
   T* sq = smem;  // [ROWS x D], reused below
@@ -128,11 +140,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
 
   // This warp's tiles: t0 + 16 * (warp + 4 i).
   int tile = t0 + warp * kTile;
-  if (tile < t1) load_kv_tile<D, L>(sk[0], sv[0], p.cache, b, kh, tile, t1, lane);
+  if (tile < t1) load_kv_tile<D, kLayout>(sk[0], sv[0], p.cache, stab, t0, b, kh, tile, t1, lane);
   cp_async_commit();
   for (int stage = 0; tile < t1; tile += kWarps * kTile, stage ^= 1) {
     const int next = tile + kWarps * kTile;
-    if (next < t1) load_kv_tile<D, L>(sk[stage ^ 1], sv[stage ^ 1], p.cache, b, kh, next, t1, lane);
+    if (next < t1) load_kv_tile<D, kLayout>(sk[stage ^ 1], sv[stage ^ 1], p.cache, stab, t0, b, kh, next, t1, lane);
     cp_async_commit();
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     __syncwarp();
@@ -269,31 +281,46 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // Per row: the pieces' weights 2^(m_s - M) / L into shared memory (a warp per row), then every
+  // thread sums its (row, d) over the pieces with the weights: loads coalesced along d, unrolled.
+  float* wts = reinterpret_cast<float*>(smem_raw);  // [rows][splits]
+  float* row_lse = wts + ROWS * p.splits;           // [rows]
+  for (int r = warp; r < rows; r += kWarps) {
+    const float* ml = p.part_ml + (int64_t(b) * p.heads + h0 + r) * p.splits * 2;
+    float M = -INFINITY;
+    for (int sp = lane; sp < p.splits; sp += 32) M = fmaxf(M, __ldcg(ml + 2 * sp));
+    for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(~0u, M, off));
+    const float base = M == -INFINITY ? 0.f : M;
+    float L = 0.f;
+    for (int sp = lane; sp < p.splits; sp += 32) {
+      const float f = fast_exp2(__ldcg(ml + 2 * sp) - base);
+      wts[r * p.splits + sp] = f;
+      L += f * __ldcg(ml + 2 * sp + 1);
+    }
+    for (int off = 16; off > 0; off >>= 1) L += __shfl_xor_sync(~0u, L, off);
+    __syncwarp();
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int sp = lane; sp < p.splits; sp += 32) wts[r * p.splits + sp] *= inv;
+    if (lane == 0) row_lse[r] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+  }
+  __syncthreads();
   for (int i = threadIdx.x; i < rows * D; i += kThreads) {
     const int r = i / D, d = i % D;
     const int64_t bh = int64_t(b) * p.heads + h0 + r;
-    const float* ml = p.part_ml + bh * p.splits * 2;
-    float M = -INFINITY;
-    for (int sp = 0; sp < p.splits; ++sp) M = fmaxf(M, __ldcg(ml + 2 * sp));
-    const float base = M == -INFINITY ? 0.f : M;
-    float L = 0.f, acc = 0.f;
-    for (int sp = 0; sp < p.splits; ++sp) {
-      const float f = fast_exp2(__ldcg(ml + 2 * sp) - base);
-      L += f * __ldcg(ml + 2 * sp + 1);
-      acc += f * __ldcg(p.part_o + (bh * p.splits + sp) * D + d);
-    }
-    static_cast<T*>(p.o)[bh * D + d] = Tr::from_float(L > 0.f ? acc / L : 0.f);
-    if (d == 0) p.lse[bh] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+    const float* po = p.part_o + bh * p.splits * D + d;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int sp = 0; sp < p.splits; ++sp) acc += wts[r * p.splits + sp] * __ldcg(po + int64_t(sp) * D);
+    static_cast<T*>(p.o)[bh * D + d] = Tr::from_float(acc);
+    if (d == 0) p.lse[bh] = row_lse[r];
   }
   if (threadIdx.x == 0) p.counters[unit] = 0;  // ready for the next launch
 }
 
-template <int D, int MT, KvLayout L, class T>
+template <int D, int MT, KvLayout kLayout, class T>
 void launch(const DecodeParams& a, const DecodeKernelParams& kp, int groups, cudaStream_t stream) {
-  auto kernel = decode_kernel<D, MT, L, T>;
-  constexpr int smem = smem_bytes<D>() > kWarps * 16 * MT * D * 4 + kWarps * 16 * MT * 8
-                           ? smem_bytes<D>()
-                           : kWarps * 16 * MT * D * 4 + kWarps * 16 * MT * 8;  // K/V tiles, or the warps' merge
+  auto kernel = decode_kernel<D, MT, kLayout, T>;
+  const int smem = kv_smem_bytes<D, MT>() + (kLayout == KvLayout::paged ? kp.table_entries * 4 : 0);
   INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(unsigned(kp.splits), unsigned(a.batch * a.cache.kv_heads * groups));
   kernel<<<grid, kThreads, smem, stream>>>(kp);
@@ -348,11 +375,11 @@ int decode_splits(const DecodeParams& p, DecodeVariant v, int sm_count) {
   if (v == DecodeVariant::plain) return 1;
   if (p.splits > 0) return p.splits;
   // Decode attention is a stream of K/V bytes: it reaches HBM bandwidth only with enough blocks
-  // in flight. Up to 3 blocks fit on an SM (64 KB of K/V buffers each); aim for about two waves
-  // of them, so the last wave's imbalance costs little, but give every piece at least 256 tokens
-  // (4 tiles per warp) so its fixed work (Q load, merges, one more partial) stays small.
+  // in flight. Up to 3 blocks fit on an SM (64 KB of K/V buffers each): split until one wave of
+  // them is full, and no further: every extra piece adds fixed work (the Q load, two merges, a
+  // partial output) and a second wave adds a tail. Each piece keeps at least 256 tokens.
   const int64_t units = p.batch * p.cache.kv_heads * head_groups(p);
-  const int64_t want = (2 * 3 * int64_t(sm_count) + units - 1) / units;
+  const int64_t want = (3 * int64_t(sm_count) + units - 1) / units;  // one wave of 3 blocks per SM
   const int64_t most = std::max<int64_t>(1, (p.max_context + 255) / 256);
   return int(std::max<int64_t>(1, std::min(want, most)));
 }
@@ -379,6 +406,9 @@ void validate_decode(const DecodeParams& p, DecodeVariant v, int sm_count) {
   const std::size_t need = decode_workspace_bytes(p, v, sm_count);
   if (need > 0 && (!p.workspace || p.workspace_bytes < need))
     throw Error("decode attention/" + decode_variant_name(v) + ": needs a workspace of " + std::to_string(need) + " bytes");
+  if (decode_splits(p, v, sm_count) > kMaxSplits)
+    throw Error("decode attention: " + std::to_string(p.splits) + " pieces per context; at most " +
+                std::to_string(kMaxSplits) + " are merged");
   if (p.batch * p.cache.kv_heads * head_groups(p) > 65535)
     throw Error("decode attention: batch x kv_heads too large for one launch");
 }
@@ -404,6 +434,9 @@ void decode_attention(const DecodeParams& p, DecodeVariant v, cudaStream_t strea
     // Counters start at zero; each merging block resets its own, so this is needed once per workspace.
     INFERLAB_CUDA_CHECK(cudaMemsetAsync(kp.counters, 0, w.total - w.counters, stream));
   }
+  int chunk = int((p.max_context + kp.splits - 1) / kp.splits);
+  kp.chunk = std::max(kTile, (chunk + kTile - 1) / kTile * kTile);
+  kp.table_entries = p.cache.layout == KvLayout::paged ? int(kp.chunk / p.cache.block_size + 2) : 0;
   kp.heads = int(p.heads);
   kp.group = query_group(p);
   kp.groups = head_groups(p);
