@@ -42,6 +42,7 @@ struct DecodeKernelParams {
   int heads, group, groups, splits;  // group: query heads per KV head; groups: blocks per KV head
   int chunk;                         // tokens per piece (a multiple of the 16-token tile)
   int table_entries;                 // paged: block-table entries a piece spans at most (staged in smem)
+  int block_shift;                   // paged: log2(block size)
   float scale_log2;
 };
 
@@ -58,8 +59,8 @@ constexpr int kv_smem_bytes() {
 // Paged: the piece's block-table entries were staged in shared memory (stab, from token t_base),
 // so no copy waits on a global load of the table.
 template <int D, KvLayout kLayout, class T>
-__device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c, const int* stab, int t_base, int b,
-                                             int kh, int t, int t_end, int lane) {
+__device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c, const int* stab, int t_base,
+                                             int block_shift, int b, int kh, int t, int t_end, int lane) {
   constexpr int kChunks = D / 8;
   const int64_t row = int64_t(c.kv_heads) * D;  // elements per token in the pool
 #pragma unroll
@@ -68,8 +69,9 @@ __device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c,
     const bool ok = tok < t_end;
     int64_t slot = 0;
     if (ok) {
-      if constexpr (kLayout == KvLayout::paged)
-        slot = int64_t(stab[tok / c.block_size - t_base / c.block_size]) * c.block_size + tok % c.block_size;
+      if constexpr (kLayout == KvLayout::paged)  // block size 2^block_shift: shifts, not 64-bit divisions
+        slot = (int64_t(stab[(tok >> block_shift) - (t_base >> block_shift)]) << block_shift) +
+               (tok & ((1 << block_shift) - 1));
       else
         slot = int64_t(b) * c.max_len + tok;
     }
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
   const int t0 = min(n, split * p.chunk), t1 = min(n, t0 + p.chunk);
   int* stab = reinterpret_cast<int*>(smem_raw + kv_smem_bytes<D, MT>());  // paged: this piece's table entries
   if constexpr (kLayout == KvLayout::paged) {
-    const int first = t0 / int(p.cache.block_size), last = t1 > t0 ? (t1 - 1) / int(p.cache.block_size) : first - 1;
+    const int first = t0 >> p.block_shift, last = t1 > t0 ? (t1 - 1) >> p.block_shift : first - 1;
     const int32_t* row = p.cache.block_table + int64_t(b) * p.cache.max_blocks_per_seq;
     for (int i = threadIdx.x; i <= last - first; i += kThreads) stab[i] = row[first + i];
   }
@@ -140,11 +142,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
 
   // This warp's tiles: t0 + 16 * (warp + 4 i).
   int tile = t0 + warp * kTile;
-  if (tile < t1) load_kv_tile<D, kLayout>(sk[0], sv[0], p.cache, stab, t0, b, kh, tile, t1, lane);
+  if (tile < t1) load_kv_tile<D, kLayout>(sk[0], sv[0], p.cache, stab, t0, p.block_shift, b, kh, tile, t1, lane);
   cp_async_commit();
   for (int stage = 0; tile < t1; tile += kWarps * kTile, stage ^= 1) {
     const int next = tile + kWarps * kTile;
-    if (next < t1) load_kv_tile<D, kLayout>(sk[stage ^ 1], sv[stage ^ 1], p.cache, stab, t0, b, kh, next, t1, lane);
+    if (next < t1) load_kv_tile<D, kLayout>(sk[stage ^ 1], sv[stage ^ 1], p.cache, stab, t0, p.block_shift, b, kh, next, t1, lane);
     cp_async_commit();
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     __syncwarp();
@@ -379,7 +381,7 @@ int decode_splits(const DecodeParams& p, DecodeVariant v, int sm_count) {
   // them is full, and no further: every extra piece adds fixed work (the Q load, two merges, a
   // partial output) and a second wave adds a tail. Each piece keeps at least 256 tokens.
   const int64_t units = p.batch * p.cache.kv_heads * head_groups(p);
-  const int64_t want = (3 * int64_t(sm_count) + units - 1) / units;  // one wave of 3 blocks per SM
+  const int64_t want = 3 * int64_t(sm_count) / units;  // at most one wave of 3 blocks per SM
   const int64_t most = std::max<int64_t>(1, (p.max_context + 255) / 256);
   return int(std::max<int64_t>(1, std::min(want, most)));
 }
@@ -403,6 +405,10 @@ void validate_decode(const DecodeParams& p, DecodeVariant v, int sm_count) {
   if (!p.q || !p.o || !p.lse || !p.cache.k || !p.cache.v || !p.cache.context_lens)
     throw Error("decode attention: q, o, lse and the cache's k, v, context_lens must be given");
   if (p.cache.layout == KvLayout::paged && !p.cache.block_table) throw Error("decode attention: paged cache without a block table");
+  if (p.cache.layout == KvLayout::paged &&
+      (p.cache.block_size <= 0 || (p.cache.block_size & (p.cache.block_size - 1)) != 0 || p.cache.block_size > 1024))
+    throw Error("decode attention: paged block size " + std::to_string(p.cache.block_size) +
+                " must be a power of two up to 1024");
   const std::size_t need = decode_workspace_bytes(p, v, sm_count);
   if (need > 0 && (!p.workspace || p.workspace_bytes < need))
     throw Error("decode attention/" + decode_variant_name(v) + ": needs a workspace of " + std::to_string(need) + " bytes");
@@ -437,6 +443,8 @@ void decode_attention(const DecodeParams& p, DecodeVariant v, cudaStream_t strea
   int chunk = int((p.max_context + kp.splits - 1) / kp.splits);
   kp.chunk = std::max(kTile, (chunk + kTile - 1) / kTile * kTile);
   kp.table_entries = p.cache.layout == KvLayout::paged ? int(kp.chunk / p.cache.block_size + 2) : 0;
+  kp.block_shift = 0;
+  while (p.cache.layout == KvLayout::paged && (int64_t(1) << kp.block_shift) < p.cache.block_size) ++kp.block_shift;
   kp.heads = int(p.heads);
   kp.group = query_group(p);
   kp.groups = head_groups(p);
