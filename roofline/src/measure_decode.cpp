@@ -107,6 +107,7 @@ DecodeMeasurement measure_decode(const DecodeShape& s, DecodeVariant v, const Ti
   p.lse = lse.get();
   const int sms = sm_count();
   DeviceBuffer<char> ws(std::max<std::size_t>(1, decode_workspace_bytes(p, v, sms)));
+  INFERLAB_CUDA_CHECK(cudaMemsetAsync(ws.get(), 0, ws.size(), timing.stream));
   p.workspace = ws.get();
   p.workspace_bytes = ws.size();
   decode_attention(p, v, timing.stream);

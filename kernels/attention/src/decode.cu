@@ -102,25 +102,22 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
     for (int i = threadIdx.x; i <= last - first; i += kThreads) stab[i] = row[first + i];
   }
 
-  // Q rows of this block -> shared memory (zero padding rows) -> A fragments in registers.
-  T* sq = smem;  // [ROWS x D], reused below
-  {
-    const T* qg = static_cast<const T*>(p.q) + (int64_t(b) * p.heads + h0) * D;
-    for (int i = threadIdx.x; i < ROWS * (D / 8); i += kThreads) {
-      const int r = i / (D / 8), ch = i % (D / 8);
-      cp_async_16(sq + swz<D>(r, ch * 8), qg + int64_t(r) * D + ch * 8, r < rows);
-    }
-    cp_async_commit();
-    cp_async_wait_all();
-    __syncthreads();
-  }
+  // Q rows of this block straight into A fragments (row g/g+8, columns 2t/2t+8 of each 16-wide
+  // k-step; padding rows zero). These loads and the table's are in flight together.
   uint32_t qa[MT][D / 16][4];
+  {
+    const uint32_t* qg = reinterpret_cast<const uint32_t*>(static_cast<const T*>(p.q) + (int64_t(b) * p.heads + h0) * D);
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-      ldmatrix_x4(qa[mt][ks], sq + swz<D>(mt * 16 + (lane % 8) + 8 * ((lane / 8) & 1), ks * 16 + 8 * (lane / 16)));
-  __syncthreads();  // the Q buffer becomes the warps' K/V buffers
+      for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = mt * 16 + g + 8 * (i & 1), c = ks * 16 + 2 * t + 8 * (i >> 1);
+          qa[mt][ks][i] = r < rows ? __ldg(qg + (r * D + c) / 2) : 0u;
+        }
+  }
+  if constexpr (kLayout == KvLayout::paged) __syncthreads();  // the staged table entries are visible
 
   T* sk[2];
   T* sv[2];
@@ -437,8 +434,6 @@ void decode_attention(const DecodeParams& p, DecodeVariant v, cudaStream_t strea
     kp.part_o = reinterpret_cast<float*>(base + w.part_o);
     kp.part_ml = reinterpret_cast<float*>(base + w.part_ml);
     kp.counters = reinterpret_cast<int*>(base + w.counters);
-    // Counters start at zero; each merging block resets its own, so this is needed once per workspace.
-    INFERLAB_CUDA_CHECK(cudaMemsetAsync(kp.counters, 0, w.total - w.counters, stream));
   }
   int chunk = int((p.max_context + kp.splits - 1) / kp.splits);
   kp.chunk = std::max(kTile, (chunk + kTile - 1) / kTile * kTile);

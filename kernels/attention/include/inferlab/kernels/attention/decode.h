@@ -35,6 +35,8 @@ struct DecodeParams {
   float* lse = nullptr;     // [batch, heads]: log(sum_j exp(scale * q.k_j)); -inf for an empty context
   int64_t max_context = 0;  // the longest context in the batch (known on the host: plans the split)
   int splits = 0;           // split: pieces per context (0: the heuristic); plain: ignored
+  // split: zero-filled once before its first use (cudaMemset); every launch leaves it that way (the
+  // merging block resets its counter), so a workspace is reused without clearing it again.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 
