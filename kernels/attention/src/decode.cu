@@ -321,6 +321,7 @@ void launch(const DecodeParams& a, const DecodeKernelParams& kp, int groups, cud
   auto kernel = decode_kernel<D, MT, kLayout, T>;
   const int smem = kv_smem_bytes<D, MT>() + (kLayout == KvLayout::paged ? kp.table_entries * 4 : 0);
   INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   const dim3 grid(unsigned(kp.splits), unsigned(a.batch * a.cache.kv_heads * groups));
   kernel<<<grid, kThreads, smem, stream>>>(kp);
   INFERLAB_CHECK_LAUNCH();
@@ -339,6 +340,17 @@ void dispatch_layout_dtype(const DecodeParams& a, const DecodeKernelParams& kp, 
 }
 
 int query_group(const DecodeParams& p) { return int(p.heads / p.cache.kv_heads); }
+
+template <int D, int MT, KvLayout kLayout, class T>
+int resident_blocks(int smem) {
+  auto kernel = decode_kernel<D, MT, kLayout, T>;
+  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  // Ask for the largest shared-memory carve-out so that several 64 KB blocks fit on an SM.
+  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  int blocks = 0;
+  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
+  return blocks;
+}
 // Blocks per KV head: groups of at most 32 query heads (two 16-row tensor-core tiles).
 int head_groups(const DecodeParams& p) { return (query_group(p) + 31) / 32; }
 
@@ -373,14 +385,37 @@ DecodeVariant parse_decode_variant(const std::string& s) {
 int decode_splits(const DecodeParams& p, DecodeVariant v, int sm_count) {
   if (v == DecodeVariant::plain) return 1;
   if (p.splits > 0) return p.splits;
+  const int per_sm = decode_blocks_per_sm(p);
   // Decode attention is a stream of K/V bytes: it reaches HBM bandwidth only with enough blocks
-  // in flight. Up to 3 blocks fit on an SM (64 KB of K/V buffers each): split until one wave of
-  // them is full, and no further: every extra piece adds fixed work (the Q load, two merges, a
+  // in flight. As many blocks as fit on an SM (the occupancy API: 3 of 64 KB of K/V buffers on the
+  // H100) times the SMs make a wave: split until one wave is full, and no further: every extra piece adds fixed work (the Q load, two merges, a
   // partial output) and a second wave adds a tail. Each piece keeps at least 256 tokens.
   const int64_t units = p.batch * p.cache.kv_heads * head_groups(p);
-  const int64_t want = 3 * int64_t(sm_count) / units;  // at most one wave of 3 blocks per SM
+  const int64_t want = int64_t(per_sm) * sm_count / units;  // at most one wave
   const int64_t most = std::max<int64_t>(1, (p.max_context + 255) / 256);
   return int(std::max<int64_t>(1, std::min(want, most)));
+}
+
+int decode_blocks_per_sm(const DecodeParams& p) {
+  const bool paged = p.cache.layout == KvLayout::paged, two = query_group(p) > 16;
+  // The staged table entries add a little shared memory: 1 KB covers a split piece (a few hundred
+  // to a few thousand tokens); a plain launch over a long paged context may fit fewer blocks.
+  const int table = paged ? 1024 : 0;
+  auto pick = [&](auto d, auto mt) {
+    constexpr int D = decltype(d)::value, MT = decltype(mt)::value;
+    const int smem = kv_smem_bytes<D, MT>() + table;
+    if (p.dtype == DType::bf16)
+      return paged ? resident_blocks<D, MT, KvLayout::paged, __nv_bfloat16>(smem)
+                   : resident_blocks<D, MT, KvLayout::contiguous, __nv_bfloat16>(smem);
+    return paged ? resident_blocks<D, MT, KvLayout::paged, __half>(smem)
+                 : resident_blocks<D, MT, KvLayout::contiguous, __half>(smem);
+  };
+  using I64 = std::integral_constant<int, 64>;
+  using I128 = std::integral_constant<int, 128>;
+  using M1 = std::integral_constant<int, 1>;
+  using M2 = std::integral_constant<int, 2>;
+  int blocks = p.head_dim == 64 ? (two ? pick(I64{}, M2{}) : pick(I64{}, M1{})) : (two ? pick(I128{}, M2{}) : pick(I128{}, M1{}));
+  return std::max(1, blocks);
 }
 
 std::size_t decode_workspace_bytes(const DecodeParams& p, DecodeVariant v, int sm_count) {

@@ -46,6 +46,8 @@ struct DecodeParams {
 // The number of pieces a context is cut into, from the shape and the device's SM count (the
 // reason for the heuristic is written beside it in decode.cu).
 int decode_splits(const DecodeParams& p, DecodeVariant v, int sm_count);
+// Blocks of the decode kernel this shape uses that fit on one SM (CUDA's occupancy API).
+int decode_blocks_per_sm(const DecodeParams& p);
 std::size_t decode_workspace_bytes(const DecodeParams& p, DecodeVariant v, int sm_count);
 // Everything but the cache's host-side checks (validate_kv_view): dtype, head dim, heads,
 // pointers, workspace. Throws inferlab::Error before any launch.
