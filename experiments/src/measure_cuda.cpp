@@ -6,6 +6,7 @@
 #include "inferlab/experiments/scenarios.h"
 #include "inferlab/roofline/gpu_info.h"
 #include "inferlab/roofline/measure_attention.h"
+#include "inferlab/roofline/measure_decode.h"
 #include "inferlab/sim/error.h"
 #include "measurers.h"
 
@@ -50,6 +51,43 @@ std::function<void(const Params&, std::vector<Row>&)> attention_measure() {
     const AttentionPoint ap = evaluate_attention_point(p);
     const AttentionMeasurement m = measure_attention(params_for(ap.shape, ap.dtype), ap.variant);
     for (Row& r : rows) fill_measured(r, m.timing, m.kernels);
+  };
+}
+
+namespace {
+DecodeShape decode_shape(const DecodePoint& dp) {
+  DecodeShape s;
+  s.dtype = dp.dtype;
+  s.batch = dp.shape.batch;
+  s.heads = dp.shape.heads;
+  s.kv_heads = dp.shape.kv_heads;
+  s.head_dim = dp.shape.head_dim;
+  s.context = dp.shape.past_tokens + 1;
+  s.layout = parse_kv_layout(dp.layout);
+  s.block_size = dp.layout == "paged" ? dp.shape.block_size : 16;
+  return s;
+}
+}  // namespace
+
+std::function<void(const Params&)> decode_preflight() {
+  return [](const Params& p) {
+    const DecodePoint dp = evaluate_decode_point(p);
+    check_same_gpu(dp.hardware);
+    check_decode_fits(decode_shape(dp), parse_decode_variant(dp.variant));
+  };
+}
+
+std::function<void(const Params&, std::vector<Row>&)> decode_measure() {
+  return [](const Params& p, std::vector<Row>& rows) {
+    const DecodePoint dp = evaluate_decode_point(p);
+    const DecodeMeasurement m = measure_decode(decode_shape(dp), parse_decode_variant(dp.variant));
+    if (m.splits != dp.shape.splits)
+      throw Error("the kernel used " + std::to_string(m.splits) + " pieces where the model planned " +
+                  std::to_string(dp.shape.splits) + " (SM count of the hardware file differs from the GPU?)");
+    for (Row& r : rows) {
+      fill_measured(r, m.timing, "");
+      set_cell(r, "measured_kv_bytes_per_s", num(dp.cost.bytes(TensorRole::kv_cache) / m.timing.median_s));
+    }
   };
 }
 

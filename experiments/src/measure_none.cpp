@@ -5,5 +5,7 @@ namespace inferlab {
 
 std::function<void(const Params&)> attention_preflight() { return {}; }
 std::function<void(const Params&, std::vector<Row>&)> attention_measure() { return {}; }
+std::function<void(const Params&)> decode_preflight() { return {}; }
+std::function<void(const Params&, std::vector<Row>&)> decode_measure() { return {}; }
 
 }  // namespace inferlab

@@ -11,5 +11,7 @@ namespace inferlab {
 
 std::function<void(const Params&)> attention_preflight();
 std::function<void(const Params&, std::vector<Row>&)> attention_measure();
+std::function<void(const Params&)> decode_preflight();
+std::function<void(const Params&, std::vector<Row>&)> decode_measure();
 
 }  // namespace inferlab

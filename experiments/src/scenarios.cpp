@@ -297,6 +297,62 @@ std::vector<Row> attention_rows(const AttentionPoint& ap) {
   return {r};
 }
 
+namespace {
+int64_t kv_heads_param(const Params& p, int64_t heads) {
+  ModelConfig probe;
+  probe.name = "attention";
+  probe.heads = heads;
+  probe.kv_heads = heads;
+  return with_kv_heads(probe, get(p, "kv_heads")).kv_heads;
+}
+std::string kind_of(int64_t heads, int64_t kv_heads) {
+  if (kv_heads == heads) return "MHA";
+  if (kv_heads == 1) return "MQA";
+  return "GQA-" + std::to_string(heads / kv_heads);
+}
+}  // namespace
+
+DecodePoint evaluate_decode_point(const Params& p) {
+  DecodePoint dp;
+  dp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  dp.variant = get(p, "variant");
+  if (dp.variant != "plain" && dp.variant != "split")
+    throw Error("parameter 'variant' must be plain or split, got '" + dp.variant + "'");
+  dp.layout = get(p, "layout");
+  if (dp.layout != "contiguous" && dp.layout != "paged")
+    throw Error("parameter 'layout' must be contiguous or paged, got '" + dp.layout + "'");
+  dp.dtype = parse_dtype(get(p, "dtype"));
+  auto& a = dp.shape;
+  a.batch = param_int(p, "batch");
+  a.heads = param_int(p, "heads");
+  a.kv_heads = kv_heads_param(p, a.heads);
+  a.head_dim = param_int(p, "head_dim");
+  const int64_t context = param_int(p, "context");
+  a.new_tokens = 1;
+  a.past_tokens = context - 1;
+  if (dp.layout == "paged") {
+    a.block_size = param_int(p, "block_size");
+    if (a.block_size & (a.block_size - 1)) throw Error("parameter 'block_size' must be a power of two");
+  }
+  const int64_t groups = (a.heads / a.kv_heads + 31) / 32;  // query heads per block, as the kernel groups them
+  a.splits = dp.variant == "split" ? plan_decode_splits(a.batch * a.kv_heads * groups, context, dp.hardware.sm_count) : 1;
+  dp.cost = attention_cost(a, AttentionVariant::flash, dp.dtype, dp.dtype);
+  dp.prediction = predict(dp.cost, dp.hardware);
+  return dp;
+}
+
+std::vector<Row> decode_rows(const DecodePoint& dp) {
+  Row r = op_row(dp.cost, dp.prediction, dp.prediction.total_s);
+  set_cell(r, "variant", dp.variant);
+  r.insert(r.begin() + 3, {"attention_kind", kind_of(dp.shape.heads, dp.shape.kv_heads)});
+  r.insert(r.begin() + 4, {"splits", num(dp.shape.splits)});
+  r.insert(r.begin() + 5, {"kv_heads_count", num(dp.shape.kv_heads)});
+  r.emplace_back("ceilings", dp.hardware.ceilings_source);
+  for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
+  r.emplace_back("measured_kv_bytes_per_s", "");
+  return {r};
+}
+
 const std::vector<Scenario>& scenarios() {
   static const std::vector<Scenario> all = {
       {"model",
@@ -345,6 +401,22 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return attention_rows(evaluate_attention_point(p)); },
        attention_preflight(),
        attention_measure()},
+      {"decode",
+       "decode attention over a contiguous or paged KV cache (kernels/attention/decode.h): plain vs split",
+       {{"hardware", "", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"variant", "split", "plain or split (flash-decoding)"},
+        {"layout", "paged", "contiguous or paged"},
+        {"block_size", "16", "paged block size in tokens (a power of two)"},
+        {"dtype", "bf16", "bf16 or fp16"},
+        {"batch", "1", "sequences"},
+        {"context", "", "tokens in every sequence's cache"},
+        {"heads", "32", "query heads"},
+        {"kv_heads", "8", "mha, mqa, gqa-N or a count"},
+        {"head_dim", "128", "64 or 128"}},
+       [](const Params& p) { return decode_rows(evaluate_decode_point(p)); },
+       decode_preflight(),
+       decode_measure()},
   };
   return all;
 }

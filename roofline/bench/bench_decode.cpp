@@ -7,6 +7,7 @@
 //   splits, predicted_us, error_pct
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "inferlab/roofline/gpu_info.h"
@@ -18,6 +19,8 @@ namespace inferlab {
 namespace {
 
 void run(benchmark::State& state, DecodeShape s, DecodeVariant v) {
+  // Tuning only: INFERLAB_DECODE_SPLITS=N forces the split count (0 or unset: the kernel's plan).
+  if (const char* e = std::getenv("INFERLAB_DECODE_SPLITS")) s.splits = std::atoi(e);
   static const GpuInfo gpu = detect_gpu();
   if (!gpu.present) {
     state.SkipWithError(("no GPU: " + gpu.reason).c_str());

@@ -30,6 +30,7 @@ DecodeParams shape_params(const DecodeShape& s) {
   p.heads = s.heads;
   p.head_dim = s.head_dim;
   p.max_context = s.context;
+  p.splits = s.splits;
   p.cache.layout = s.layout;
   p.cache.dtype = s.dtype;
   p.cache.batch = s.batch;

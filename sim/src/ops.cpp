@@ -188,6 +188,17 @@ Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_d
   return ob.op;
 }
 
+int64_t plan_decode_splits(int64_t units, int64_t max_context, int64_t sm_count) {
+  // Measured on the H100 (kernels/attention/NOTES.md): at 1 x 32768, GQA 32/8 (8 units), 16 pieces
+  // stream 2070 GB/s, 32 pieces 1970, 49 (a full wave of 3 blocks per SM) 1840, 98 1510: every
+  // extra piece adds fixed work (its start, two merges, a partial output) and more concurrent
+  // streams through the DRAM, which outweigh the latency they hide beyond one block per SM.
+  if (units <= 0 || sm_count <= 0) return 1;
+  const int64_t want = sm_count / units;
+  const int64_t most = (max_context + 255) / 256;
+  return std::max<int64_t>(1, std::min(want, most));
+}
+
 Op attention_op(const ModelConfig& m, const Step& s, const OpOptions& o) {
   AttentionShape a;
   a.batch = s.batch;

@@ -24,6 +24,7 @@
 #include "inferlab/kernels/common/dtype_traits.h"
 #include "inferlab/kernels/common/nvtx.h"
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/ops.h"
 
 namespace inferlab {
 namespace {
@@ -86,8 +87,11 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
   constexpr int ROWS = 16 * MT, NO = D / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
-  const int split = blockIdx.x;
-  const int unit = blockIdx.y;  // (b, kh, hg)
+  // The (sequence, KV head, group) index runs fastest: the blocks that read the same tokens of
+  // different KV heads (interleaved in every token's row of the pool) start together, which keeps
+  // the DRAM reads of neighbouring blocks in the same rows.
+  const int unit = blockIdx.x;  // (b, kh, hg)
+  const int split = blockIdx.y;
   const int hg = unit % p.groups, kh = (unit / p.groups) % int(p.cache.kv_heads), b = unit / p.groups / int(p.cache.kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int h0 = kh * p.group + hg * ROWS;                  // first query head of the block
@@ -322,7 +326,7 @@ void launch(const DecodeParams& a, const DecodeKernelParams& kp, int groups, cud
   const int smem = kv_smem_bytes<D, MT>() + (kLayout == KvLayout::paged ? kp.table_entries * 4 : 0);
   INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  const dim3 grid(unsigned(kp.splits), unsigned(a.batch * a.cache.kv_heads * groups));
+  const dim3 grid(unsigned(a.batch * a.cache.kv_heads * groups), unsigned(kp.splits));
   kernel<<<grid, kThreads, smem, stream>>>(kp);
   INFERLAB_CHECK_LAUNCH();
 }
@@ -341,16 +345,6 @@ void dispatch_layout_dtype(const DecodeParams& a, const DecodeKernelParams& kp, 
 
 int query_group(const DecodeParams& p) { return int(p.heads / p.cache.kv_heads); }
 
-template <int D, int MT, KvLayout kLayout, class T>
-int resident_blocks(int smem) {
-  auto kernel = decode_kernel<D, MT, kLayout, T>;
-  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  // Ask for the largest shared-memory carve-out so that several 64 KB blocks fit on an SM.
-  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  int blocks = 0;
-  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
-  return blocks;
-}
 // Blocks per KV head: groups of at most 32 query heads (two 16-row tensor-core tiles).
 int head_groups(const DecodeParams& p) { return (query_group(p) + 31) / 32; }
 
@@ -385,37 +379,7 @@ DecodeVariant parse_decode_variant(const std::string& s) {
 int decode_splits(const DecodeParams& p, DecodeVariant v, int sm_count) {
   if (v == DecodeVariant::plain) return 1;
   if (p.splits > 0) return p.splits;
-  const int per_sm = decode_blocks_per_sm(p);
-  // Decode attention is a stream of K/V bytes: it reaches HBM bandwidth only with enough blocks
-  // in flight. As many blocks as fit on an SM (the occupancy API: 3 of 64 KB of K/V buffers on the
-  // H100) times the SMs make a wave: split until one wave is full, and no further: every extra piece adds fixed work (the Q load, two merges, a
-  // partial output) and a second wave adds a tail. Each piece keeps at least 256 tokens.
-  const int64_t units = p.batch * p.cache.kv_heads * head_groups(p);
-  const int64_t want = int64_t(per_sm) * sm_count / units;  // at most one wave
-  const int64_t most = std::max<int64_t>(1, (p.max_context + 255) / 256);
-  return int(std::max<int64_t>(1, std::min(want, most)));
-}
-
-int decode_blocks_per_sm(const DecodeParams& p) {
-  const bool paged = p.cache.layout == KvLayout::paged, two = query_group(p) > 16;
-  // The staged table entries add a little shared memory: 1 KB covers a split piece (a few hundred
-  // to a few thousand tokens); a plain launch over a long paged context may fit fewer blocks.
-  const int table = paged ? 1024 : 0;
-  auto pick = [&](auto d, auto mt) {
-    constexpr int D = decltype(d)::value, MT = decltype(mt)::value;
-    const int smem = kv_smem_bytes<D, MT>() + table;
-    if (p.dtype == DType::bf16)
-      return paged ? resident_blocks<D, MT, KvLayout::paged, __nv_bfloat16>(smem)
-                   : resident_blocks<D, MT, KvLayout::contiguous, __nv_bfloat16>(smem);
-    return paged ? resident_blocks<D, MT, KvLayout::paged, __half>(smem)
-                 : resident_blocks<D, MT, KvLayout::contiguous, __half>(smem);
-  };
-  using I64 = std::integral_constant<int, 64>;
-  using I128 = std::integral_constant<int, 128>;
-  using M1 = std::integral_constant<int, 1>;
-  using M2 = std::integral_constant<int, 2>;
-  int blocks = p.head_dim == 64 ? (two ? pick(I64{}, M2{}) : pick(I64{}, M1{})) : (two ? pick(I128{}, M2{}) : pick(I128{}, M1{}));
-  return std::max(1, blocks);
+  return int(plan_decode_splits(p.batch * p.cache.kv_heads * head_groups(p), p.max_context, sm_count));
 }
 
 std::size_t decode_workspace_bytes(const DecodeParams& p, DecodeVariant v, int sm_count) {
@@ -447,8 +411,7 @@ void validate_decode(const DecodeParams& p, DecodeVariant v, int sm_count) {
   if (decode_splits(p, v, sm_count) > kMaxSplits)
     throw Error("decode attention: " + std::to_string(p.splits) + " pieces per context; at most " +
                 std::to_string(kMaxSplits) + " are merged");
-  if (p.batch * p.cache.kv_heads * head_groups(p) > 65535)
-    throw Error("decode attention: batch x kv_heads too large for one launch");
+  if (decode_splits(p, v, sm_count) > 65535) throw Error("decode attention: too many pieces for one launch");
 }
 
 void decode_attention(const DecodeParams& p, DecodeVariant v, cudaStream_t stream) {

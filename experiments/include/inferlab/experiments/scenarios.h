@@ -81,6 +81,18 @@ struct AttentionPoint {
 AttentionPoint evaluate_attention_point(const Params& p);
 std::vector<Row> attention_rows(const AttentionPoint& ap);
 
+struct DecodePoint {
+  Hardware hardware;
+  AttentionShape shape;  // new_tokens 1, past_tokens context - 1, block_size (paged) and splits set
+  std::string variant;   // plain or split
+  std::string layout;    // contiguous or paged
+  DType dtype = DType::bf16;
+  Op cost;
+  Prediction prediction;
+};
+DecodePoint evaluate_decode_point(const Params& p);
+std::vector<Row> decode_rows(const DecodePoint& dp);
+
 // A row of one operator: its cost, its roofline prediction, and empty measured columns.
 Row op_row(const Op& op, const Prediction& pr, double step_time_s);
 // Sets (or adds) a column of a row.

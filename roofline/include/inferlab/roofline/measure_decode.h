@@ -17,6 +17,7 @@ struct DecodeShape {
   int64_t context = 4096;  // tokens per sequence (all equal)
   KvLayout layout = KvLayout::paged;
   int64_t block_size = 16;  // paged
+  int splits = 0;           // split: pieces per context (0: the kernel's plan)
 };
 
 struct DecodeMeasurement {

@@ -121,6 +121,11 @@ struct AttentionShape {
 };
 Op attention_cost(const AttentionShape& shape, AttentionVariant variant, DType act, DType kv);
 
+// How many pieces the split (flash-decoding) kernel cuts each context into: enough for about one
+// block per SM over `units` = batch x KV heads x head groups, at least 256 tokens a piece. The
+// kernel (kernels/attention/decode.cu) and the model both use this one plan.
+int64_t plan_decode_splits(int64_t units, int64_t max_context, int64_t sm_count);
+
 // attention_cost for a model's layer (count = layers).
 Op attention_op(const ModelConfig& model, const Step& step, const OpOptions& options);
 

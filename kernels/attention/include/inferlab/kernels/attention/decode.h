@@ -43,11 +43,9 @@ struct DecodeParams {
   float softmax_scale() const;
 };
 
-// The number of pieces a context is cut into, from the shape and the device's SM count (the
-// reason for the heuristic is written beside it in decode.cu).
+// The number of pieces a context is cut into: sim's plan_decode_splits over the shape and the
+// device's SM count (the measurements behind it are written beside it in sim/src/ops.cpp).
 int decode_splits(const DecodeParams& p, DecodeVariant v, int sm_count);
-// Blocks of the decode kernel this shape uses that fit on one SM (CUDA's occupancy API).
-int decode_blocks_per_sm(const DecodeParams& p);
 std::size_t decode_workspace_bytes(const DecodeParams& p, DecodeVariant v, int sm_count);
 // Everything but the cache's host-side checks (validate_kv_view): dtype, head dim, heads,
 // pointers, workspace. Throws inferlab::Error before any launch.
