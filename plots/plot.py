@@ -284,7 +284,8 @@ def line(rows, plot):
         k = key_text(r, series)
         if k not in keys:
             keys.append(k)
-    cmap = plt.get_cmap("tab10")
+    ncol = 10 if len(keys) <= 10 else 20
+    cmap = plt.get_cmap("tab10" if ncol == 10 else "tab20")
     per = plot.get("per")  # divide y by this column (e.g. bytes per sequence: per batch_used)
     for ax, y in zip(axes, ys):
         scale, ylabel = display(y)
@@ -296,21 +297,21 @@ def line(rows, plot):
             if not pts:
                 continue
             ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], marker="o", ms=3.5, lw=1.4,
-                    color=cmap(i % 10), label=k or y)
+                    color=cmap(i % ncol), label=k or y)
             paired = (plot.get("compare") or {}).get(y)
             if paired:  # the model's value for the same points, dashed in the same colour
                 pp = sorted((number(r[x]), number(r[paired])) for r in rows
                             if key_text(r, series) == k and number(r.get(x)) is not None
                             and number(r.get(paired)) is not None)
                 pscale, _ = display(paired)
-                ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=cmap(i % 10))
+                ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=cmap(i % ncol))
             # Points whose memory does not fit the device: hollow white markers over the line.
             over = sorted((number(r[x]), number(r[y])) for r in rows
                           if key_text(r, series) == k and r.get("fits") == "false"
                           and number(r.get(x)) is not None and number(r.get(y)) is not None)
             if over:
                 ax.plot([p[0] for p in over], [p[1] * scale for p in over], ls="", marker="o", ms=6,
-                        mfc="white", mec=cmap(i % 10))
+                        mfc="white", mec=cmap(i % ncol))
         if y in hlines:
             ref_col = hlines[y]
             refs = sorted({(number(r[ref_col]), key_text(r, series[:1])) for r in rows if number(r.get(ref_col))})
@@ -325,7 +326,7 @@ def line(rows, plot):
         ax.set_xlabel(x)
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.25)
-    handles = [plt.Line2D([], [], color=cmap(i % 10), marker="o", ms=3.5, label=k or ys[0]) for i, k in enumerate(keys)]
+    handles = [plt.Line2D([], [], color=cmap(i % ncol), marker="o", ms=3.5, label=k or ys[0]) for i, k in enumerate(keys)]
     if any(r.get("fits") == "false" for r in rows):
         handles.append(plt.Line2D([], [], color="gray", marker="o", ms=6, mfc="white", ls="",
                                   label="does not fit in memory"))

@@ -417,6 +417,21 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return decode_rows(evaluate_decode_point(p)); },
        decode_preflight(),
        decode_measure()},
+      {"kv_trace",
+       "KV memory over a served request trace: contiguous max-length reservation vs paged blocks (8/16/32), "
+       "measured from the real allocator and predicted by sim/memory",
+       {{"model", "", "model name or path to a config.json"},
+        {"kv_heads", "config", "config, mha, mqa, gqa-N or a count"},
+        {"dtype", "model", "KV cache element type ('model': the config's torch_dtype)"},
+        {"seed", "1", "trace seed"},
+        {"requests", "500", "requests in the trace"},
+        {"rate", "0.5", "mean arrivals per decode step"},
+        {"slots", "32", "requests served at once"},
+        {"max_len", "2048", "tokens a contiguous cache reserves per request (prompt + output bound)"},
+        {"every", "10", "write a row every this many steps"}},
+       [](const Params& p) { return kv_trace_rows(p); },
+       {},
+       {}},
   };
   return all;
 }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include "inferlab/experiments/results.h"
@@ -188,6 +189,27 @@ TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
                                                             {"tokens", "16384"}})),
                Error);
   EXPECT_THROW(complete_params(s, {{"hardware", "h100-sxm-80gb"}}), Error);  // seq is required
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+TEST(KvTraceScenario, AllocatorMatchesTheModelAndPagingWastesLittle) {
+  const Scenario& s = find_scenario("kv_trace");
+  // kv_trace_rows throws if the allocator and sim/memory ever disagree.
+  const auto rows = s.predict(complete_params(s, {{"model", "llama-2-7b"}, {"requests", "120"}, {"slots", "8"},
+                                                  {"max_len", "1024"}, {"rate", "0.2"}}));
+  std::map<std::string, double> util;
+  for (const auto& r : rows)
+    if (get_cell(r, "step") == "mean") util[get_cell(r, "scheme")] = std::stod(get_cell(r, "utilization"));
+  ASSERT_EQ(util.size(), 4u);
+  EXPECT_LT(util["contiguous"], 0.6);
+  EXPECT_GT(util["paged-8"], util["paged-16"]);
+  EXPECT_GT(util["paged-16"], util["paged-32"]);
+  EXPECT_GT(util["paged-32"], 0.9);
 }
 
 }  // namespace

@@ -91,3 +91,36 @@ TEST(Memory, RejectsNonPositiveSizes) {
 
 }  // namespace
 }  // namespace inferlab
+
+#include "inferlab/sim/trace.h"
+
+namespace inferlab {
+namespace {
+
+TEST(Trace, IsDeterministicAndHasTheRequestedShape) {
+  TraceSpec s;
+  s.requests = 4000;
+  const auto a = generate_trace(s), b = generate_trace(s);
+  ASSERT_EQ(a.size(), 4000u);
+  double prompt = 0, output = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].prompt, b[i].prompt);
+    EXPECT_EQ(a[i].output, b[i].output);
+    EXPECT_GE(a[i].prompt, s.min_tokens);
+    EXPECT_LE(a[i].prompt + a[i].output, s.max_tokens);
+    if (i) EXPECT_GE(a[i].arrival, a[i - 1].arrival);
+    prompt += double(a[i].prompt);
+    output += double(a[i].output);
+  }
+  // Means near the requested ones (clipping at 2048 trims the tail a little).
+  EXPECT_NEAR(prompt / 4000, 161, 12);
+  EXPECT_NEAR(output / 4000, 338, 30);
+  EXPECT_NEAR(a.back().arrival / 4000, 1 / s.rate, 0.05);
+  s.seed = 2;
+  EXPECT_NE(generate_trace(s)[0].prompt + generate_trace(s)[1].prompt, a[0].prompt + a[1].prompt);
+  s.rate = 0;
+  EXPECT_THROW(generate_trace(s), Error);
+}
+
+}  // namespace
+}  // namespace inferlab

@@ -93,6 +93,9 @@ struct DecodePoint {
 DecodePoint evaluate_decode_point(const Params& p);
 std::vector<Row> decode_rows(const DecodePoint& dp);
 
+// kv_trace: contiguous vs paged KV memory over a served request trace (src/kv_trace.cpp).
+std::vector<Row> kv_trace_rows(const Params& p);
+
 // A row of one operator: its cost, its roofline prediction, and empty measured columns.
 Row op_row(const Op& op, const Prediction& pr, double step_time_s);
 // Sets (or adds) a column of a row.

@@ -6,8 +6,8 @@
 //               sequence maps logical block i to a physical block (vLLM's PagedAttention)
 //               k, v: [num_blocks, block_size, kv_heads, head_dim]
 //               block_table: [batch, max_blocks_per_seq] int32, -1 where unused
-// Host side: BlockAllocator (a free list of physical blocks) and PagedKvManager (grows a
-// sequence's blocks on demand as tokens are appended, frees them when it ends). Every check that
+// Host side (allocator.h, plain C++, built with or without CUDA): BlockAllocator and
+// PagedKvManager. Every check that
 // can fail (a context beyond its blocks, an exhausted pool, a table entry outside the pool) is made
 // on the host before a launch and throws inferlab::Error.
 #include <cstdint>
@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include "inferlab/kernels/kvcache/allocator.h"
 #include "inferlab/sim/dtype.h"
 
 namespace inferlab {
@@ -50,48 +51,6 @@ struct KvCacheView {
 // sizes, dtype, every context within its allocation, every used table entry inside the pool.
 void validate_kv_view(const KvCacheView& view, const std::vector<int32_t>& context_lens,
                       const std::vector<int32_t>& block_table);
-
-class BlockAllocator {
- public:
-  explicit BlockAllocator(int64_t num_blocks);
-  int32_t allocate();  // throws inferlab::Error when every block is in use
-  void release(int32_t block);
-  int64_t num_blocks() const { return num_blocks_; }
-  int64_t free_blocks() const { return int64_t(free_.size()); }
-  int64_t used_blocks() const { return num_blocks_ - free_blocks(); }
-
- private:
-  int64_t num_blocks_;
-  std::vector<int32_t> free_;
-  std::vector<uint8_t> in_use_;
-};
-
-// Sequences in slots 0..max_seqs-1; each slot holds a token count and its physical blocks.
-class PagedKvManager {
- public:
-  PagedKvManager(int64_t num_blocks, int64_t block_size, int64_t max_blocks_per_seq);
-  // Makes room for `tokens` tokens in total in `slot`, allocating blocks as needed.
-  void grow(int slot, int64_t tokens);
-  void release(int slot);  // the sequence ended: its blocks return to the pool
-  int64_t tokens(int slot) const;
-  const std::vector<int32_t>& blocks(int slot) const;
-  // Table rows for the given slots, -1 padded to max_blocks_per_seq.
-  std::vector<int32_t> block_table(const std::vector<int>& slots) const;
-  const BlockAllocator& allocator() const { return alloc_; }
-  int64_t block_size() const { return block_size_; }
-  int64_t max_blocks_per_seq() const { return max_blocks_; }
-
- private:
-  struct Seq {
-    int64_t tokens = 0;
-    std::vector<int32_t> blocks;
-  };
-  Seq& seq(int slot);
-  const Seq& seq(int slot) const;
-  BlockAllocator alloc_;
-  int64_t block_size_, max_blocks_;
-  std::vector<Seq> seqs_;
-};
 
 // Writes one new token per sequence: k_new/v_new [batch, kv_heads, head_dim] go to token index
 // positions[b] of sequence b (device int32 [batch]). The caller has grown the sequences first.

@@ -1,0 +1,78 @@
+#include "inferlab/kernels/kvcache/allocator.h"
+
+#include <algorithm>
+#include <string>
+
+#include "inferlab/sim/error.h"
+
+namespace inferlab {
+
+BlockAllocator::BlockAllocator(int64_t num_blocks) : num_blocks_(num_blocks) {
+  if (num_blocks <= 0 || num_blocks > INT32_MAX) throw Error("block pool size must be in 1..2^31-1");
+  free_.reserve(std::size_t(num_blocks));
+  for (int64_t i = num_blocks - 1; i >= 0; --i) free_.push_back(int32_t(i));  // hand out 0, 1, 2, ... first
+  in_use_.assign(std::size_t(num_blocks), 0);
+}
+
+int32_t BlockAllocator::allocate() {
+  if (free_.empty())
+    throw Error("KV block pool exhausted: all " + std::to_string(num_blocks_) + " blocks are in use");
+  const int32_t b = free_.back();
+  free_.pop_back();
+  in_use_[std::size_t(b)] = 1;
+  return b;
+}
+
+void BlockAllocator::release(int32_t b) {
+  if (b < 0 || b >= num_blocks_ || !in_use_[std::size_t(b)])
+    throw Error("releasing KV block " + std::to_string(b) + ", which is not allocated");
+  in_use_[std::size_t(b)] = 0;
+  free_.push_back(b);
+}
+
+PagedKvManager::PagedKvManager(int64_t num_blocks, int64_t block_size, int64_t max_blocks_per_seq)
+    : alloc_(num_blocks), block_size_(block_size), max_blocks_(max_blocks_per_seq) {
+  if (block_size <= 0) throw Error("block size must be positive");
+  if (max_blocks_per_seq <= 0) throw Error("max blocks per sequence must be positive");
+}
+
+PagedKvManager::Seq& PagedKvManager::seq(int slot) {
+  if (slot < 0) throw Error("negative sequence slot");
+  if (std::size_t(slot) >= seqs_.size()) seqs_.resize(std::size_t(slot) + 1);
+  return seqs_[std::size_t(slot)];
+}
+const PagedKvManager::Seq& PagedKvManager::seq(int slot) const {
+  static const Seq empty;
+  return slot >= 0 && std::size_t(slot) < seqs_.size() ? seqs_[std::size_t(slot)] : empty;
+}
+
+void PagedKvManager::grow(int slot, int64_t tokens) {
+  Seq& s = seq(slot);
+  const int64_t need = (tokens + block_size_ - 1) / block_size_;
+  if (need > max_blocks_)
+    throw Error("sequence " + std::to_string(slot) + ": " + std::to_string(tokens) + " tokens need " +
+                std::to_string(need) + " blocks, beyond the " + std::to_string(max_blocks_) + " a table row holds");
+  while (int64_t(s.blocks.size()) < need) s.blocks.push_back(alloc_.allocate());
+  s.tokens = std::max(s.tokens, tokens);
+}
+
+void PagedKvManager::release(int slot) {
+  Seq& s = seq(slot);
+  for (int32_t b : s.blocks) alloc_.release(b);
+  s.blocks.clear();
+  s.tokens = 0;
+}
+
+int64_t PagedKvManager::tokens(int slot) const { return seq(slot).tokens; }
+const std::vector<int32_t>& PagedKvManager::blocks(int slot) const { return seq(slot).blocks; }
+
+std::vector<int32_t> PagedKvManager::block_table(const std::vector<int>& slots) const {
+  std::vector<int32_t> t(slots.size() * std::size_t(max_blocks_), -1);
+  for (std::size_t r = 0; r < slots.size(); ++r) {
+    const auto& bl = seq(slots[r]).blocks;
+    std::copy(bl.begin(), bl.end(), t.begin() + std::ptrdiff_t(r * std::size_t(max_blocks_)));
+  }
+  return t;
+}
+
+}  // namespace inferlab
