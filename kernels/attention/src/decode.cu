@@ -3,9 +3,9 @@
 // One block = (piece of the context, sequence, KV head, group of up to 32 query heads). Its query
 // heads are the rows of mma.sync m16n8k16 tiles (padded to 16 or 32 rows), so the scores Q K^T
 // and the output P V run on tensor cores while the block streams K and V once:
-//   - 4 warps split the block's tokens in tiles of 16; each warp double-buffers its own K/V tiles
-//     in shared memory with cp.async (rows past the context zero-filled, their scores -inf), so
-//     the loads of tile i+1 are in flight while tile i is used. A paged cache is read through
+//   - 4 warps split the block's tokens in tiles of 16; each warp keeps a ring of 3 K/V tiles in
+//     shared memory filled by cp.async (rows past the context zero-filled, their scores -inf), so
+//     the loads of tiles i+1 and i+2 are in flight while tile i is used. A paged cache is read through
 //     the block table row by row; a tile may straddle blocks of any size.
 //   - online softmax per query head (as in flash_fwd.cu), then the 4 warps' (max, sum, O) are
 //     merged through shared memory.
@@ -30,6 +30,7 @@ namespace inferlab {
 namespace {
 
 constexpr int kWarps = 4, kThreads = kWarps * 32, kTile = 16;  // tokens per warp tile
+constexpr int kStages = 3;  // K/V tiles per warp: the one in use and two in flight
 constexpr int kMaxSplits = 240;  // the merge keeps 32 rows x pieces weights in shared memory
 
 struct DecodeKernelParams {
@@ -51,7 +52,7 @@ struct DecodeKernelParams {
 // (fp32 O rows and (max, sum) per warp), whichever is larger; then the staged table entries.
 template <int D, int MT>
 constexpr int kv_smem_bytes() {
-  constexpr int tiles = kWarps * 2 /*stages*/ * 2 /*K,V*/ * kTile * D * 2;
+  constexpr int tiles = kWarps * kStages * 2 /*K,V*/ * kTile * D * 2;
   constexpr int merge = kWarps * 16 * MT * D * 4 + kWarps * 16 * MT * 8;
   return tiles > merge ? tiles : merge;
 }
@@ -123,13 +124,10 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
   }
   if constexpr (kLayout == KvLayout::paged) __syncthreads();  // the staged table entries are visible
 
-  T* sk[2];
-  T* sv[2];
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    sk[s] = smem + (warp * 4 + s * 2) * kTile * D;
-    sv[s] = sk[s] + kTile * D;
-  }
+  // This warp's ring of kStages (K, V) tile pairs.
+  T* ring = smem + warp * kStages * 2 * kTile * D;
+  auto sk = [&](int i) { return ring + (i % kStages) * 2 * kTile * D; };
+  auto sv = [&](int i) { return sk(i) + kTile * D; };
 
   float acc_o[MT][NO][4];
   float m_i[MT][2], l_i[MT][2];
@@ -141,15 +139,23 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
     l_i[mt][0] = l_i[mt][1] = 0.f;
   }
 
-  // This warp's tiles: t0 + 16 * (warp + 4 i).
-  int tile = t0 + warp * kTile;
-  if (tile < t1) load_kv_tile<D, kLayout>(sk[0], sv[0], p.cache, stab, t0, p.block_shift, b, kh, tile, t1, lane);
-  cp_async_commit();
-  for (int stage = 0; tile < t1; tile += kWarps * kTile, stage ^= 1) {
-    const int next = tile + kWarps * kTile;
-    if (next < t1) load_kv_tile<D, kLayout>(sk[stage ^ 1], sv[stage ^ 1], p.cache, stab, t0, p.block_shift, b, kh, next, t1, lane);
+  // This warp's tiles: t0 + 16 * (warp + 4 i); tiles i+1 and i+2 load while tile i is used.
+  constexpr int kStride = kWarps * kTile;
+  const int first = t0 + warp * kTile;
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    const int tt = first + i * kStride;
+    if (tt < t1) load_kv_tile<D, kLayout>(sk(i), sv(i), p.cache, stab, t0, p.block_shift, b, kh, tt, t1, lane);
     cp_async_commit();
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  }
+  int it = 0;
+  for (int tile = first; tile < t1; tile += kStride, ++it) {
+    const int ahead = tile + (kStages - 1) * kStride;
+    if (ahead < t1)
+      load_kv_tile<D, kLayout>(sk(it + kStages - 1), sv(it + kStages - 1), p.cache, stab, t0, p.block_shift, b, kh,
+                               ahead, t1, lane);
+    cp_async_commit();
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
     __syncwarp();
 
     float s[MT][2][4];
@@ -160,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       uint32_t kb[4];
-      ldmatrix_x4(kb, sk[stage] + swz<D>((lane % 8) + 8 * (lane / 16), ks * 16 + 8 * ((lane / 8) & 1)));
+      ldmatrix_x4(kb, sk(it) + swz<D>((lane % 8) + 8 * (lane / 16), ks * 16 + 8 * ((lane / 8) & 1)));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         Mma<T>::run(s[mt][0], qa[mt][ks], kb[0], kb[1]);
@@ -215,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
 #pragma unroll
     for (int dp = 0; dp < NO / 2; ++dp) {
       uint32_t vb[4];
-      ldmatrix_x4_trans(vb, sv[stage] + swz<D>((lane % 8) + 8 * ((lane / 8) & 1), dp * 16 + 8 * (lane / 16)));
+      ldmatrix_x4_trans(vb, sv(it) + swz<D>((lane % 8) + 8 * ((lane / 8) & 1), dp * 16 + 8 * (lane / 16)));
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         Mma<T>::run(acc_o[mt][2 * dp], pa[mt], vb[0], vb[1]);
