@@ -28,17 +28,13 @@ struct Bench {
 };
 
 void run(benchmark::State& state, const Bench& b) {
-  static const GpuInfo gpu = detect_gpu();
-  if (!gpu.present) {
-    state.SkipWithError(("no GPU: " + gpu.reason).c_str());
+  Hardware hw;
+  try {
+    hw = hardware_of_this_gpu();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
     return;
   }
-  static const std::string hw_id = hardware_for_device(gpu.name);
-  if (hw_id.empty()) {
-    state.SkipWithError(("no data/hardware file lists " + gpu.name).c_str());
-    return;
-  }
-  static const Hardware hw = load_hardware(hw_id);
   AttentionShape cs;
   cs.heads = 16;
   cs.kv_heads = b.kv_heads;

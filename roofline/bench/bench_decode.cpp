@@ -21,17 +21,13 @@ namespace {
 void run(benchmark::State& state, DecodeShape s, DecodeVariant v) {
   // Tuning only: INFERLAB_DECODE_SPLITS=N forces the split count (0 or unset: the kernel's plan).
   if (const char* e = std::getenv("INFERLAB_DECODE_SPLITS")) s.splits = std::atoi(e);
-  static const GpuInfo gpu = detect_gpu();
-  if (!gpu.present) {
-    state.SkipWithError(("no GPU: " + gpu.reason).c_str());
+  Hardware hw;
+  try {
+    hw = hardware_of_this_gpu();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
     return;
   }
-  static const std::string hw_id = hardware_for_device(gpu.name);
-  if (hw_id.empty()) {
-    state.SkipWithError(("no data/hardware file lists " + gpu.name).c_str());
-    return;
-  }
-  static const Hardware hw = load_hardware(hw_id);
   DecodeMeasurement m;
   try {
     for (auto _ : state) {

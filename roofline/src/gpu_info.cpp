@@ -4,6 +4,8 @@
 #include <sstream>
 #include <vector>
 
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/hardware.h"
 #include "inferlab/sim/io.h"
 
 #ifdef INFERLAB_HAVE_CUDA
@@ -110,6 +112,14 @@ GpuInfo detect_gpu() {
   if (g.driver.empty()) g.driver = "CUDA driver " + g.cuda_driver;
   return g;
 #endif
+}
+
+Hardware hardware_of_this_gpu() {
+  static const GpuInfo gpu = detect_gpu();
+  if (!gpu.present) throw Error("no GPU: " + gpu.reason);
+  const std::string id = hardware_for_device(gpu.name);
+  if (id.empty()) throw Error("no data/hardware file lists " + gpu.name);
+  return load_hardware(id);
 }
 
 }  // namespace inferlab

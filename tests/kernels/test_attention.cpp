@@ -8,6 +8,8 @@
 // exact by luck. The log-sum-exp gets the same treatment.
 #include <gtest/gtest.h>
 
+#include "gpu_test.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -172,12 +174,6 @@ void run(const Case& c, std::mt19937_64& rng) {
   else
     run_case<DType::fp16>(c, rng);
 }
-
-#define REQUIRE_GPU()                              \
-  do {                                             \
-    std::string why;                               \
-    if (!gpu_available(&why)) GTEST_SKIP() << why; \
-  } while (0)
 
 std::mt19937_64 seeded_rng() {
   const uint64_t seed = std::random_device{}();

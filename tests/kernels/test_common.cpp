@@ -1,6 +1,8 @@
 // kernels/common: dtype traits on the host, and the GPU smoke test (skipped without a device).
 #include <gtest/gtest.h>
 
+#include "gpu_test.h"
+
 #include <cmath>
 #include <random>
 
@@ -11,12 +13,6 @@
 
 namespace inferlab {
 namespace {
-
-#define REQUIRE_GPU()                                 \
-  do {                                                \
-    std::string why;                                  \
-    if (!gpu_available(&why)) GTEST_SKIP() << why;    \
-  } while (0)
 
 TEST(DTypeTraits, RoundTripsAndPoison) {
   using BF = DTypeTraits<DType::bf16>;

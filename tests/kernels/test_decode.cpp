@@ -6,6 +6,8 @@
 // (scores, P and O rounded to the dtype), plus half an ulp of the output.
 #include <gtest/gtest.h>
 
+#include "gpu_test.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -20,12 +22,6 @@
 
 namespace inferlab {
 namespace {
-
-#define REQUIRE_GPU()                              \
-  do {                                             \
-    std::string why;                               \
-    if (!gpu_available(&why)) GTEST_SKIP() << why; \
-  } while (0)
 
 template <class F>
 std::string error_of(F f) {

@@ -29,6 +29,10 @@ struct GpuInfo {
 };
 
 GpuInfo detect_gpu();
+// The hardware description (measured ceilings where present) of the GPU this process runs on;
+// throws inferlab::Error when there is no GPU or no data/hardware file names it.
+struct Hardware;
+Hardware hardware_of_this_gpu();
 bool cuda_built();  // whether this binary was built with the CUDA kernels
 
 }  // namespace inferlab

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# On a CUDA machine: runs an experiment with measured rows and figures, and the PyTorch SDPA peers
+# of the same kind in the same session, under OUTDIR (default data/results/<gpu slug>).
+#   scripts/gpu-measure.sh attention|decode [OUTDIR]
+#     attention  experiments/attention_prefill.yaml + peers/sdpa_prefill.csv
+#     decode     experiments/decode_attention.yaml  + peers/sdpa_decode.csv
+# Then scripts/peers/compare_attention.py or compare_decode.py OUTDIR prints the ratios.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  attention) spec=experiments/attention_prefill.yaml; mode=prefill ;;
+  decode) spec=experiments/decode_attention.yaml; mode=decode ;;
+  *) sed -n '2,9p' "$0"; exit 2 ;;
+esac
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64"
+if [ -d .gpu/bin ]; then bin=.gpu/bin; export LD_LIBRARY_PATH="$PWD/.gpu/lib:$LD_LIBRARY_PATH"; else bin=build; fi
+out="${2:-}"
+args=()
+[ -n "$out" ] && args=(--out "$out")
+"$bin/inferlab" run "$spec" "${args[@]}" --fresh || exit 1
+dir="${out:-data/results/$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g;s/-$//')}"
+mkdir -p "$dir/peers"
+PYTHONUNBUFFERED=1 python3 scripts/peers/attention_peers.py --mode "$mode" --out "$dir/peers/sdpa_$mode.csv"
