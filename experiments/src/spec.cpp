@@ -81,18 +81,6 @@ std::string Spec::location(const std::string& param) const {
   return it == where.end() ? path.string() : it->second;
 }
 
-std::vector<std::string> Spec::parameter_names() const {
-  std::vector<std::string> names;
-  auto add = [&](const std::string& n) {
-    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  };
-  for (const auto& [k, _] : fixed) add(k);
-  for (const auto& c : cases)
-    for (const auto& [k, _] : c) add(k);
-  for (const auto& [k, _] : sweep) add(k);
-  return names;
-}
-
 std::vector<Point> Spec::points() const {
   std::vector<Params> base = cases.empty() ? std::vector<Params>{Params{}} : cases;
   std::vector<Point> out;

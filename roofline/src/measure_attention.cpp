@@ -10,14 +10,10 @@
 
 namespace inferlab {
 
-std::size_t attention_measurement_bytes(const AttentionParams& s, AttentionVariant variant) {
-  return attention_device_bytes(s, variant);
-}
-
 void check_attention_fits(const AttentionParams& s, AttentionVariant variant) {
   std::size_t free_b = 0, total_b = 0;
   INFERLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const std::size_t need = attention_measurement_bytes(s, variant);
+  const std::size_t need = attention_device_bytes(s, variant);
   // Keep 1 GiB for cuBLAS workspaces, the L2 flush buffer and the CUDA context's growth.
   const std::size_t slack = std::size_t(1) << 30;
   if (need + slack > free_b) {

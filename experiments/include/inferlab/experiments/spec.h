@@ -45,7 +45,6 @@ struct Spec {
   std::map<std::string, std::string> where;
 
   std::vector<Point> points() const;
-  std::vector<std::string> parameter_names() const;  // every parameter a point can carry, in order
   std::string location(const std::string& param) const;  // "file:line" or the file
 };
 

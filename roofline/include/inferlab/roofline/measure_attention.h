@@ -15,9 +15,8 @@ struct AttentionMeasurement {
   std::string kernels;  // CUPTI per-kernel durations of one run ("gemm 1.2 ms; softmax_rows 3.4 ms; ...")
 };
 
-// Device memory the measurement allocates, and a check of it against the device's free memory:
-// throws inferlab::Error ("needs 41.2 GiB, 37.0 GiB free on NVIDIA H100 ...") before any launch.
-std::size_t attention_measurement_bytes(const AttentionParams& shape, AttentionVariant variant);
+// Checks the device memory the measurement allocates (attention_device_bytes) against the device's
+// free memory: throws inferlab::Error ("needs 41.2 GiB, 37.0 GiB free ...") before any launch.
 void check_attention_fits(const AttentionParams& shape, AttentionVariant variant);
 
 // `shape` gives dtype, sizes, causal and scale; its pointers are ignored (the measurement owns them).
