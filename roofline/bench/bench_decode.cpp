@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "inferlab/roofline/ceilings.h"
 #include "inferlab/roofline/gpu_info.h"
 #include "inferlab/roofline/measure_decode.h"
 #include "inferlab/sim/hardware.h"
@@ -31,7 +32,7 @@ void run(benchmark::State& state, DecodeShape s, DecodeVariant v) {
   DecodeMeasurement m;
   try {
     for (auto _ : state) {
-      m = measure_decode(s, v);
+      m = measure_decode(s, v, TimingOptions{}, /*trace_kernels=*/true);
       state.SetIterationTime(m.timing.median_s);
     }
   } catch (const std::exception& e) {
@@ -48,6 +49,22 @@ void run(benchmark::State& state, DecodeShape s, DecodeVariant v) {
   state.counters["predicted_us"] = pred.total_s * 1e6;
   state.counters["error_pct"] = 100.0 * (pred.total_s - t) / t;
   state.counters["spread_pct"] = 100.0 * m.timing.spread();
+  state.counters["kernel_us"] = m.kernel_s * 1e6;
+  state.counters["kernel_kv_GB/s"] = m.kernel_s > 0 ? cost.bytes(TensorRole::kv_cache) / m.kernel_s / 1e9 : 0;
+}
+
+// Upper bound: one pass of the ceilings' HBM read kernel over the K+V bytes of the shape (the
+// "memcpy of the same bytes" comparison point).
+void read_bound(benchmark::State& state, DecodeShape s) {
+  const Op cost = attention_cost(decode_cost_shape(s, 1), AttentionVariant::flash, s.dtype, s.dtype);
+  const double kv = cost.bytes(TensorRole::kv_cache);
+  Timing t;
+  for (auto _ : state) {
+    t = time_hbm_read(std::size_t(kv));
+    state.SetIterationTime(t.median_s);
+  }
+  state.counters["kv_GB/s"] = kv / t.median_s / 1e9;
+  state.counters["spread_pct"] = 100.0 * t.spread();
 }
 
 }  // namespace
@@ -72,6 +89,16 @@ int main(int argc, char** argv) {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
+  for (const auto& sh : shapes) {
+    DecodeShape s;
+    s.batch = sh[0];
+    s.context = sh[1];
+    const std::string name = "decode/upper_bound_read/b" + std::to_string(sh[0]) + "xctx" + std::to_string(sh[1]);
+    benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { read_bound(st, s); })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -7,11 +7,10 @@
 //   TensorGemm          bf16/fp16 through cublasGemmEx, fp8 through cuBLASLt
 //   measure_ceilings    sizes from the device, every measurement timed by time_cuda()
 //
-// L2 flushing: time_cuda() can flush L2 before each repeat by writing 2x L2. Every measurement here
-// turns it off. The bandwidth buffers are >= 16x L2 and read in order, so each repeat evicts its own
-// data before reading it again; a flush would instead leave ~L2 of dirty lines whose write-back lands
-// inside the timed region (~5% at 1 GiB, half the traffic at 64 MiB). L2 bandwidth wants a warm L2,
-// and the FLOP and launch measurements do not depend on it.
+// L2 flushing: time_cuda() can flush L2 before each repeat (a read sweep over 2x L2). Every
+// measurement here turns it off: the bandwidth buffers are >= 16x L2 and read in order, so each
+// repeat evicts its own data before reading it again; L2 bandwidth wants a warm L2, and the FLOP
+// and launch measurements do not depend on it.
 #include "inferlab/roofline/ceilings.h"
 
 #include <algorithm>
@@ -265,6 +264,7 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
   topt.flush_l2 = false;  // see the top of this file
   if (quick) {
     topt.warmup = 1;
+    topt.warmup_seconds = 0;
     topt.repeats = 5;
   }
   const cudaStream_t stream = topt.stream;
@@ -409,6 +409,24 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
                          one});
   }
   return c;
+}
+
+}  // namespace inferlab
+
+namespace inferlab {
+
+Timing time_hbm_read(std::size_t bytes, const TimingOptions& timing) {
+  const DeviceFacts dev = query_device();
+  const std::size_t n = std::max<std::size_t>(bytes / sizeof(uint4), 1);
+  DeviceBuffer<uint4> src(n), sink(1);
+  fill_random(reinterpret_cast<uint32_t*>(src.get()), n * 4, 99, dev.sm_count, timing.stream);
+  const int grid = full_wave(read_kernel, dev.sm_count);
+  return time_cuda(
+      [&] {
+        read_kernel<<<grid, kThreads, 0, timing.stream>>>(src.get(), n, 1, sink.get());
+        INFERLAB_CHECK_LAUNCH();
+      },
+      timing);
 }
 
 }  // namespace inferlab

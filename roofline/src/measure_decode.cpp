@@ -1,6 +1,7 @@
 #include "inferlab/roofline/measure_decode.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -8,6 +9,7 @@
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/common/random.h"
+#include "inferlab/roofline/kernel_trace.h"
 #include "inferlab/sim/error.h"
 
 namespace inferlab {
@@ -46,6 +48,37 @@ DecodeParams shape_params(const DecodeShape& s) {
   return p;
 }
 
+// Diagnostic (INFERLAB_DECODE_TRACE set): one more launch after an L2 flush with per-block
+// %globaltimer stamps; prints, for each stamp, the 10/50/90th percentile and the largest time over
+// blocks since the first block started (us).
+void print_block_trace(DecodeParams p, DecodeVariant v, int splits, cudaStream_t stream) {
+  const int64_t groups = (p.heads / p.cache.kv_heads + 31) / 32;
+  const std::size_t blocks = std::size_t(p.batch * p.cache.kv_heads * groups * splits), n = blocks * 6;
+  DeviceBuffer<unsigned long long> d(n);
+  INFERLAB_CUDA_CHECK(cudaMemsetAsync(d.get(), 0, n * 8, stream));
+  p.trace = d.get();
+  L2Flusher flusher;
+  flusher.flush(stream);
+  decode_attention(p, v, stream);
+  std::vector<unsigned long long> h(n);
+  INFERLAB_CUDA_CHECK(cudaMemcpyAsync(h.data(), d.get(), n * 8, cudaMemcpyDeviceToHost, stream));
+  INFERLAB_CUDA_CHECK(cudaStreamSynchronize(stream));
+  unsigned long long t0 = ~0ull;
+  for (std::size_t i = 0; i < blocks; ++i) t0 = std::min(t0, h[i * 6]);
+  const char* names[6] = {"entry", "first tile", "loop done", "partial out", "counter", "merged"};
+  std::fprintf(stderr, "block trace b=%lld splits=%d blocks=%zu (us since first entry: p10 p50 p90 max)\n",
+               (long long)p.batch, splits, blocks);
+  for (int k = 0; k < 6; ++k) {
+    std::vector<double> x;
+    for (std::size_t i = 0; i < blocks; ++i)
+      if (h[i * 6 + k]) x.push_back(double(h[i * 6 + k] - t0) * 1e-3);
+    if (x.empty()) continue;
+    const Timing t = summarize(x);
+    std::fprintf(stderr, "  %-12s %7.2f %7.2f %7.2f %7.2f  (%zu blocks)\n", names[k], t.p10_s, t.median_s, t.p90_s,
+                 t.max_s, x.size());
+  }
+}
+
 }  // namespace
 
 int decode_splits_on_device(const DecodeShape& s, DecodeVariant v) { return decode_splits(shape_params(s), v, sm_count()); }
@@ -77,7 +110,8 @@ void check_decode_fits(const DecodeShape& s, DecodeVariant v) {
   }
 }
 
-DecodeMeasurement measure_decode(const DecodeShape& s, DecodeVariant v, const TimingOptions& timing) {
+DecodeMeasurement measure_decode(const DecodeShape& s, DecodeVariant v, const TimingOptions& timing,
+                                 bool trace_kernels) {
   if (s.batch <= 0 || s.context <= 0 || (s.layout == KvLayout::paged && s.block_size <= 0))
     throw Error("decode shape: batch, context and block size must be positive");
   check_decode_fits(s, v);
@@ -116,6 +150,19 @@ DecodeMeasurement measure_decode(const DecodeShape& s, DecodeVariant v, const Ti
   DecodeMeasurement m;
   m.splits = decode_splits(p, v, sms);
   m.timing = time_cuda([&] { decode_attention(p, v, timing.stream); }, timing);
+  if (std::getenv("INFERLAB_DECODE_TRACE")) print_block_trace(p, v, m.splits, timing.stream);
+  if (trace_kernels) {
+    L2Flusher flusher;
+    KernelTrace trace;
+    for (int i = 0; i < timing.repeats; ++i) {
+      flusher.flush(timing.stream);
+      decode_attention(p, v, timing.stream);
+    }
+    std::vector<double> d;
+    for (const KernelRecord& r : trace.collect())
+      if (r.name.find("decode_kernel") != std::string::npos) d.push_back(r.duration_s());
+    m.kernel_s = summarize(d).median_s;
+  }
   return m;
 }
 

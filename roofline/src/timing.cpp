@@ -1,6 +1,7 @@
 #include "inferlab/roofline/timing.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "inferlab/kernels/common/check.h"
@@ -25,12 +26,18 @@ Timing summarize(std::vector<double> s) {
   return t;
 }
 
+void l2_read_sweep(const void* buf, std::size_t bytes, void* sink, cudaStream_t stream);  // l2_flush.cu
+
 L2Flusher::L2Flusher() {
   int device = 0, l2 = 0;
   INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   bytes_ = std::size_t(std::max(l2, 1 << 20)) * 2;
-  INFERLAB_CUDA_CHECK(cudaMalloc(&buf_, bytes_));
+  INFERLAB_CUDA_CHECK(cudaMalloc(&buf_, bytes_ + 16));
+  // Filled once, then swept once so that none of the fill's dirty lines is left in L2.
+  INFERLAB_CUDA_CHECK(cudaMemset(buf_, 0xa5, bytes_ + 16));
+  l2_read_sweep(buf_, bytes_, static_cast<char*>(buf_) + bytes_, nullptr);
+  INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 L2Flusher::~L2Flusher() {
@@ -38,19 +45,23 @@ L2Flusher::~L2Flusher() {
 }
 
 void L2Flusher::flush(cudaStream_t stream) {
-  // Alternate the byte written so the memset cannot be elided as a no-op by any layer.
-  INFERLAB_CUDA_CHECK(cudaMemsetAsync(buf_, (toggle_++ & 1) ? 0x5a : 0xa5, bytes_, stream));
+  l2_read_sweep(buf_, bytes_, static_cast<char*>(buf_) + bytes_, stream);
 }
 
 Timing time_cuda(const std::function<void()>& enqueue, const TimingOptions& o) {
   L2Flusher* flusher = nullptr;
   L2Flusher local;  // allocated once per call; cheap next to the repeats
   if (o.flush_l2) flusher = &local;
-  for (int i = 0; i < o.warmup; ++i) {
-    if (flusher) flusher->flush(o.stream);
-    enqueue();
+  const auto begin = std::chrono::steady_clock::now();
+  for (int done = 0;;) {
+    for (int i = 0; i < std::max(o.warmup, 1); ++i, ++done) {
+      if (flusher) flusher->flush(o.stream);
+      enqueue();
+    }
+    INFERLAB_CUDA_CHECK(cudaStreamSynchronize(o.stream));
+    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - begin;
+    if (done >= o.warmup && spent.count() >= o.warmup_seconds) break;
   }
-  INFERLAB_CUDA_CHECK(cudaStreamSynchronize(o.stream));
   cudaEvent_t start, stop;
   INFERLAB_CUDA_CHECK(cudaEventCreate(&start));
   INFERLAB_CUDA_CHECK(cudaEventCreate(&stop));

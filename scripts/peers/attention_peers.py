@@ -19,10 +19,12 @@ What it measures
     1x32768, 8x8192, 32x4096, 64x4096. gbps = K+V bytes (2*b*kv_heads*kv_len*d*elem) / median.
 
 How it times
-  3 warm-up calls (the last one, timed, sizes the run), then N timed calls, N = 0.3 s / estimate
-  clamped to [10, 50] (5 with --quick). Before every timed call a 256 MiB buffer is zeroed
-  (outside the events) to flush L2. Each call is bracketed by CUDA events on the current stream;
-  one synchronize at the end; median, p10, p90 are reported in ms.
+  Warm-up calls for at least 0.25 s (an idle GPU runs its first ~0.1 s at lower clocks; the last
+  one, timed, sizes the run), then N timed calls, N = 0.3 s / estimate clamped to [10, 50] (5 with
+  --quick). Before every timed call L2 is flushed outside the events by READING a 256 MiB buffer
+  (a max-reduction): a flush by writing (zero_) leaves dirty lines whose write-back lands in the
+  timed call, as inferlab's own timing (roofline/timing.h) learned. Each call is bracketed by CUDA
+  events on the current stream; one synchronize at the end; median, p10, p90 are reported in ms.
 
 Correctness (cheap): for the first shape of every (kind, causal) each backend's output on batch 0
 and the first KV-head group(s) is compared with the MATH backend run in float32 on that slice;
@@ -39,6 +41,7 @@ import socket
 import statistics
 import subprocess
 import tempfile
+import time
 import warnings
 
 TOKENS = 16384
@@ -61,13 +64,23 @@ def percentile(sorted_xs, p):
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (k - lo)
 
 
+def flush_l2(flush):
+    """Evicts L2 by reading the buffer (a reduction writes one element, not a dirty L2's worth)."""
+    flush.amax()
+
+
 def time_call(torch, fn, flush, quick):
     """Returns sorted per-call times in ms (CUDA events, L2 flushed before each call)."""
-    fn()
-    fn()
-    torch.cuda.synchronize()
+    start_s = time.monotonic()
+    while True:
+        flush_l2(flush)
+        fn()
+        fn()
+        torch.cuda.synchronize()
+        if quick or time.monotonic() - start_s >= 0.25:
+            break
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    flush.zero_()
+    flush_l2(flush)
     e0.record()
     fn()
     e1.record()
@@ -77,7 +90,7 @@ def time_call(torch, fn, flush, quick):
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
               for _ in range(n)]
     for start, end in events:
-        flush.zero_()  # outside the timed region: same stream, ordered before start
+        flush_l2(flush)  # outside the timed region: same stream, ordered before start
         start.record()
         fn()
         end.record()
@@ -144,7 +157,8 @@ def main():
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     dev = torch.device("cuda")
     prov = provenance(torch)
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=dev)
+    flush = torch.ones(FLUSH_BYTES // 4, dtype=torch.int32, device=dev)
+    flush_l2(flush)  # the fill's dirty lines leave L2 before anything is timed
     d = 128
 
     # shapes: (kind, batch, heads, kv_heads, q_len, kv_len, causal_list)

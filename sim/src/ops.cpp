@@ -189,10 +189,10 @@ Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_d
 }
 
 int64_t plan_decode_splits(int64_t units, int64_t max_context, int64_t sm_count) {
-  // Measured on the H100 (kernels/attention/NOTES.md): at 1 x 32768, GQA 32/8 (8 units), 16 pieces
-  // stream 2070 GB/s, 32 pieces 1970, 49 (a full wave of 3 blocks per SM) 1840, 98 1510: every
-  // extra piece adds fixed work (its start, two merges, a partial output) and more concurrent
-  // streams through the DRAM, which outweigh the latency they hide beyond one block per SM.
+  // Measured on the H100 (kernels/attention/NOTES.md, d7, L2 flushed by a read): at 1 x 32768,
+  // GQA 32/8 (8 units), paged-16 streams 1903 GB/s with 8 pieces, 2293 with 12, 2404 with 16 (one
+  // block per SM), 2165 with 24: every extra piece adds fixed work (its start, two merges, a partial
+  // output), which outweighs the latency a second block per SM would hide.
   if (units <= 0 || sm_count <= 0) return 1;
   const int64_t want = sm_count / units;
   const int64_t most = (max_context + 255) / 256;

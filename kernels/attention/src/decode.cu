@@ -3,19 +3,23 @@
 // One block = (piece of the context, sequence, KV head, group of up to 32 query heads). Its query
 // heads are the rows of mma.sync m16n8k16 tiles (padded to 16 or 32 rows), so the scores Q K^T
 // and the output P V run on tensor cores while the block streams K and V once:
-//   - 4 warps split the block's tokens in tiles of 16; each warp keeps a ring of 3 K/V tiles in
-//     shared memory filled by cp.async (rows past the context zero-filled, their scores -inf), so
-//     the loads of tiles i+1 and i+2 are in flight while tile i is used. A paged cache is read through
-//     the block table row by row; a tile may straddle blocks of any size.
-//   - online softmax per query head (as in flash_fwd.cu), then the 4 warps' (max, sum, O) are
+//   - 4 or 8 warps (8 when the grid has at most one block per SM) split the block's tokens in
+//     tiles of 16; each warp keeps a ring of 3 K/V tiles in shared memory filled by cp.async (rows
+//     past the context zero-filled, their scores -inf), so the loads of tiles i+1 and i+2 are in
+//     flight while tile i is used. A paged cache is read through the piece's block-table entries,
+//     staged in shared memory; a tile may straddle blocks of any power-of-two size.
+//   - online softmax per query head (as in flash_fwd.cu), then the warps' (max, sum, O) are
 //     merged through shared memory.
 //   - plain: one piece: the block writes O and the log-sum-exp. split: each piece writes its
 //     unnormalized O with (max, sum) to the workspace; the last piece to finish for its
-//     (sequence, KV head, group) — a counter, reset by that block — merges all pieces.
+//     (sequence, KV head, group) — a counter, reset by that block — merges all pieces, loading
+//     them in one round trip (batches of 16 pieces).
 // The model of this kernel's cost is sim/ops.h attention_cost with the KV layout and the pieces.
 #include <cfloat>
 #include <cmath>
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <string>
 
 #include "flash_common.cuh"
@@ -29,9 +33,19 @@
 namespace inferlab {
 namespace {
 
-constexpr int kWarps = 4, kThreads = kWarps * 32, kTile = 16;  // tokens per warp tile
-constexpr int kStages = 3;  // K/V tiles per warp: the one in use and two in flight
-constexpr int kMaxSplits = 240;  // the merge keeps 32 rows x pieces weights in shared memory
+constexpr int kTile = 16;         // tokens per warp tile
+constexpr int kMaxSplits = 1024;  // pieces per context (the plan stays near one block per SM)
+constexpr int kTraceStamps = 6;   // DecodeParams::trace
+
+// Warps per block and K/V tiles per warp's ring (the one in use, STAGES - 1 in flight): 4 or 8
+// warps with 3 tiles each (dispatch_config below); others are selectable for tuning only
+// (INFERLAB_DECODE_KERNEL, launch_tuned). LOAD_ONLY streams K and V exactly as the kernel does and skips the math: an
+// unrealistic upper bound for the loading scheme (its output is meaningless).
+template <int WARPS_, int STAGES_, bool LOAD_ONLY_ = false>
+struct DecodeConfig {
+  static constexpr int WARPS = WARPS_, THREADS = WARPS_ * 32, STAGES = STAGES_;
+  static constexpr bool LOAD_ONLY = LOAD_ONLY_;
+};
 
 struct DecodeKernelParams {
   const void* q;
@@ -46,14 +60,23 @@ struct DecodeKernelParams {
   int table_entries;                 // paged: block-table entries a piece spans at most (staged in smem)
   int block_shift;                   // paged: log2(block size)
   float scale_log2;
+  unsigned long long* trace;  // DecodeParams::trace
 };
+
+__device__ __forceinline__ void stamp(unsigned long long* trace, int k) {
+  if (trace && threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    trace[(blockIdx.y * gridDim.x + blockIdx.x) * kTraceStamps + k] = t;
+  }
+}
 
 // Shared memory: the warps' double-buffered K/V tiles, later reused for merging the warps
 // (fp32 O rows and (max, sum) per warp), whichever is larger; then the staged table entries.
-template <int D, int MT>
+template <int D, int MT, class Cfg>
 constexpr int kv_smem_bytes() {
-  constexpr int tiles = kWarps * kStages * 2 /*K,V*/ * kTile * D * 2;
-  constexpr int merge = kWarps * 16 * MT * D * 4 + kWarps * 16 * MT * 8;
+  constexpr int tiles = Cfg::WARPS * Cfg::STAGES * 2 /*K,V*/ * kTile * D * 2;
+  constexpr int merge = Cfg::WARPS * 16 * MT * D * 4 + Cfg::WARPS * 16 * MT * 8;
   return tiles > merge ? tiles : merge;
 }
 
@@ -83,8 +106,9 @@ __device__ __forceinline__ void load_kv_tile(T* sk, T* sv, const KvCacheView& c,
   }
 }
 
-template <int D, int MT, KvLayout kLayout, class T>
-__global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant__ DecodeKernelParams p) {
+template <int D, int MT, KvLayout kLayout, class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) decode_kernel(const __grid_constant__ DecodeKernelParams p) {
+  constexpr int kWarps = Cfg::WARPS, kThreads = Cfg::THREADS, kStages = Cfg::STAGES;
   constexpr int ROWS = 16 * MT, NO = D / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* smem = reinterpret_cast<T*>(smem_raw);
@@ -98,14 +122,20 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
   const int h0 = kh * p.group + hg * ROWS;                  // first query head of the block
   const int rows = min(ROWS, p.group - hg * ROWS);          // real query heads (the rest is padding)
 
-  const int n = p.cache.context_lens[b];
-  const int t0 = min(n, split * p.chunk), t1 = min(n, t0 + p.chunk);
-  int* stab = reinterpret_cast<int*>(smem_raw + kv_smem_bytes<D, MT>());  // paged: this piece's table entries
+  stamp(p.trace, 0);
+  // The context length, the piece's block-table entries and Q are loaded together: the entries
+  // are those of the piece's whole token range (clipped to the table), whatever the length turns
+  // out to be, so the first K/V loads wait for one round trip, not two.
+  const int n = __ldg(p.cache.context_lens + b);
+  const int base = split * p.chunk;  // the piece's first token, when the context reaches it
+  int* stab = reinterpret_cast<int*>(smem_raw + kv_smem_bytes<D, MT, Cfg>());  // paged: this piece's table entries
   if constexpr (kLayout == KvLayout::paged) {
-    const int first = t0 >> p.block_shift, last = t1 > t0 ? (t1 - 1) >> p.block_shift : first - 1;
+    const int first = base >> p.block_shift;
+    const int last = min((base + p.chunk - 1) >> p.block_shift, int(p.cache.max_blocks_per_seq) - 1);
     const int32_t* row = p.cache.block_table + int64_t(b) * p.cache.max_blocks_per_seq;
-    for (int i = threadIdx.x; i <= last - first; i += kThreads) stab[i] = row[first + i];
+    for (int i = threadIdx.x; i <= last - first; i += kThreads) stab[i] = __ldg(row + first + i);
   }
+  const int t0 = min(n, base), t1 = min(n, t0 + p.chunk);
 
   // Q rows of this block straight into A fragments (row g/g+8, columns 2t/2t+8 of each 16-wide
   // k-step; padding rows zero). These loads and the table's are in flight together.
@@ -145,92 +175,70 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     const int tt = first + i * kStride;
-    if (tt < t1) load_kv_tile<D, kLayout>(sk(i), sv(i), p.cache, stab, t0, p.block_shift, b, kh, tt, t1, lane);
+    if (tt < t1) load_kv_tile<D, kLayout>(sk(i), sv(i), p.cache, stab, base, p.block_shift, b, kh, tt, t1, lane);
     cp_async_commit();
   }
   int it = 0;
   for (int tile = first; tile < t1; tile += kStride, ++it) {
     const int ahead = tile + (kStages - 1) * kStride;
     if (ahead < t1)
-      load_kv_tile<D, kLayout>(sk(it + kStages - 1), sv(it + kStages - 1), p.cache, stab, t0, p.block_shift, b, kh,
+      load_kv_tile<D, kLayout>(sk(it + kStages - 1), sv(it + kStages - 1), p.cache, stab, base, p.block_shift, b, kh,
                                ahead, t1, lane);
     cp_async_commit();
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
     __syncwarp();
+    if (it == 0) stamp(p.trace, 1);
 
-    float s[MT][2][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t kb[4];
-      ldmatrix_x4(kb, sk(it) + swz<D>((lane % 8) + 8 * (lane / 16), ks * 16 + 8 * ((lane / 8) & 1)));
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        Mma<T>::run(s[mt][0], qa[mt][ks], kb[0], kb[1]);
-        Mma<T>::run(s[mt][1], qa[mt][ks], kb[2], kb[3]);
-      }
-    }
-    if (tile + kTile > t1) {  // the last tile of the piece: mask tokens past its end
-#pragma unroll
+    if constexpr (!Cfg::LOAD_ONLY) {
+      float s[MT][2][4];
+  #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (tile + nt * 8 + 2 * t + (e & 1) >= t1) s[mt][nt][e] = -INFINITY;
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = m_i[mt][half];
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]) * p.scale_log2);
-        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
-        const float base = mx == -INFINITY ? 0.f : mx;
-        const float alpha = fast_exp2(m_i[mt][half] - base);
-        m_i[mt][half] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pv = fast_exp2(s[mt][nt][2 * half + e] * p.scale_log2 - base);
-            s[mt][nt][2 * half + e] = pv;
-            sum += pv;
-          }
-        l_i[mt][half] = l_i[mt][half] * alpha + sum;
-#pragma unroll
-        for (int i = 0; i < NO; ++i) {
-          acc_o[mt][i][2 * half] *= alpha;
-          acc_o[mt][i][2 * half + 1] *= alpha;
+  #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+  #pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, sk(it) + swz<D>((lane % 8) + 8 * (lane / 16), ks * 16 + 8 * ((lane / 8) & 1)));
+  #pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Mma<T>::run(s[mt][0], qa[mt][ks], kb[0], kb[1]);
+          Mma<T>::run(s[mt][1], qa[mt][ks], kb[2], kb[3]);
         }
       }
-    uint32_t pa[MT][4];
+      if (tile + kTile > t1) {  // the last tile of the piece: mask tokens past its end
+  #pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+  #pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+  #pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (tile + nt * 8 + 2 * t + (e & 1) >= t1) s[mt][nt][e] = -INFINITY;
+      }
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      pa[mt][0] = Mma<T>::pack(s[mt][0][0], s[mt][0][1]);
-      pa[mt][1] = Mma<T>::pack(s[mt][0][2], s[mt][0][3]);
-      pa[mt][2] = Mma<T>::pack(s[mt][1][0], s[mt][1][1]);
-      pa[mt][3] = Mma<T>::pack(s[mt][1][2], s[mt][1][3]);
-    }
-#pragma unroll
-    for (int dp = 0; dp < NO / 2; ++dp) {
-      uint32_t vb[4];
-      ldmatrix_x4_trans(vb, sv(it) + swz<D>((lane % 8) + 8 * ((lane / 8) & 1), dp * 16 + 8 * (lane / 16)));
-#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) online_softmax_step(s[mt], m_i[mt], l_i[mt], acc_o[mt], p.scale_log2);
+      uint32_t pa[MT][4];
+  #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        Mma<T>::run(acc_o[mt][2 * dp], pa[mt], vb[0], vb[1]);
-        Mma<T>::run(acc_o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+        pa[mt][0] = Mma<T>::pack(s[mt][0][0], s[mt][0][1]);
+        pa[mt][1] = Mma<T>::pack(s[mt][0][2], s[mt][0][3]);
+        pa[mt][2] = Mma<T>::pack(s[mt][1][0], s[mt][1][1]);
+        pa[mt][3] = Mma<T>::pack(s[mt][1][2], s[mt][1][3]);
+      }
+  #pragma unroll
+      for (int dp = 0; dp < NO / 2; ++dp) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, sv(it) + swz<D>((lane % 8) + 8 * ((lane / 8) & 1), dp * 16 + 8 * (lane / 16)));
+  #pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Mma<T>::run(acc_o[mt][2 * dp], pa[mt], vb[0], vb[1]);
+          Mma<T>::run(acc_o[mt][2 * dp + 1], pa[mt], vb[2], vb[3]);
+        }
       }
     }
     __syncwarp();  // done reading this stage before it is refilled
   }
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  stamp(p.trace, 2);
 
   // Merge the 4 warps: each leaves (max, sum) per row and its O rows in shared memory.
   __syncthreads();
@@ -244,6 +252,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
       float l = l_i[mt][half];
       l += __shfl_xor_sync(~0u, l, 1);
       l += __shfl_xor_sync(~0u, l, 2);
+      if (r >= rows) continue;  // padding rows are not merged
       if (t == 0) {
         sml[(warp * ROWS + r) * 2] = m_i[mt][half];
         sml[(warp * ROWS + r) * 2 + 1] = l;
@@ -280,6 +289,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
       }
     }
   }
+  stamp(p.trace, 3);
   if (p.splits == 1) return;
 
   // The last piece of this (sequence, KV head, group) to finish merges all pieces.
@@ -288,65 +298,114 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const __grid_constant_
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&p.counters[unit], 1) == p.splits - 1;
   __syncthreads();
+  stamp(p.trace, 4);
   if (!last) return;
   __threadfence();
-  // Per row: the pieces' weights 2^(m_s - M) / L into shared memory (a warp per row), then every
-  // thread sums its (row, d) over the pieces with the weights: loads coalesced along d, unrolled.
-  float* wts = reinterpret_cast<float*>(smem_raw);  // [rows][splits]
-  float* row_lse = wts + ROWS * p.splits;           // [rows]
-  for (int r = warp; r < rows; r += kWarps) {
-    const float* ml = p.part_ml + (int64_t(b) * p.heads + h0 + r) * p.splits * 2;
-    float M = -INFINITY;
-    for (int sp = lane; sp < p.splits; sp += 32) M = fmaxf(M, __ldcg(ml + 2 * sp));
-    for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(~0u, M, off));
-    const float base = M == -INFINITY ? 0.f : M;
-    float L = 0.f;
-    for (int sp = lane; sp < p.splits; sp += 32) {
-      const float f = fast_exp2(__ldcg(ml + 2 * sp) - base);
-      wts[r * p.splits + sp] = f;
-      L += f * __ldcg(ml + 2 * sp + 1);
-    }
-    for (int off = 16; off > 0; off >>= 1) L += __shfl_xor_sync(~0u, L, off);
-    __syncwarp();
-    const float inv = L > 0.f ? 1.f / L : 0.f;
-    for (int sp = lane; sp < p.splits; sp += 32) wts[r * p.splits + sp] *= inv;
-    if (lane == 0) row_lse[r] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < rows * D; i += kThreads) {
-    const int r = i / D, d = i % D;
+  // Every thread merges one row x 4 consecutive d over the pieces, kMergeBatch at a time with an online
+  // rescale: the pieces' partial outputs and their (max, sum) are loaded together, so the merge
+  // costs one round trip to L2 per batch of pieces (one in all for up to kMergeBatch pieces).
+  constexpr int kMergeBatch = 16;
+  for (int i = threadIdx.x; i < rows * (D / 4); i += kThreads) {  // 4 consecutive d per thread
+    const int r = i / (D / 4), d = (i % (D / 4)) * 4;
     const int64_t bh = int64_t(b) * p.heads + h0 + r;
-    const float* po = p.part_o + bh * p.splits * D + d;
-    float acc = 0.f;
-#pragma unroll 8
-    for (int sp = 0; sp < p.splits; ++sp) acc += wts[r * p.splits + sp] * __ldcg(po + int64_t(sp) * D);
-    static_cast<T*>(p.o)[bh * D + d] = Tr::from_float(acc);
-    if (d == 0) p.lse[bh] = row_lse[r];
+    const float4* po = reinterpret_cast<const float4*>(p.part_o + bh * p.splits * D + d);
+    const float2* pml = reinterpret_cast<const float2*>(p.part_ml) + bh * p.splits;
+    float M = -INFINITY, L = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < p.splits; s0 += kMergeBatch) {
+      float4 o[kMergeBatch];
+      float2 ml[kMergeBatch];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const bool ok = s0 + j < p.splits;
+        o[j] = ok ? __ldcg(po + int64_t(s0 + j) * (D / 4)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        ml[j] = ok ? __ldcg(pml + s0 + j) : make_float2(-INFINITY, 0.f);
+      }
+      float Mn = M;
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) Mn = fmaxf(Mn, ml[j].x);
+      const float base2 = Mn == -INFINITY ? 0.f : Mn;
+      const float alpha = fast_exp2(M - base2);
+      L *= alpha;
+      acc.x *= alpha, acc.y *= alpha, acc.z *= alpha, acc.w *= alpha;
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const float f = fast_exp2(ml[j].x - base2);
+        L += f * ml[j].y;
+        acc.x += f * o[j].x, acc.y += f * o[j].y, acc.z += f * o[j].z, acc.w += f * o[j].w;
+      }
+      M = Mn;
+    }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    T* out = static_cast<T*>(p.o) + bh * D + d;
+    out[0] = Tr::from_float(acc.x * inv);
+    out[1] = Tr::from_float(acc.y * inv);
+    out[2] = Tr::from_float(acc.z * inv);
+    out[3] = Tr::from_float(acc.w * inv);
+    if (d == 0) p.lse[bh] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
   }
   if (threadIdx.x == 0) p.counters[unit] = 0;  // ready for the next launch
+  stamp(p.trace, 5);
 }
 
-template <int D, int MT, KvLayout kLayout, class T>
-void launch(const DecodeParams& a, const DecodeKernelParams& kp, int groups, cudaStream_t stream) {
-  auto kernel = decode_kernel<D, MT, kLayout, T>;
-  const int smem = kv_smem_bytes<D, MT>() + (kLayout == KvLayout::paged ? kp.table_entries * 4 : 0);
-  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  const dim3 grid(unsigned(a.batch * a.cache.kv_heads * groups), unsigned(kp.splits));
-  kernel<<<grid, kThreads, smem, stream>>>(kp);
+template <int D, int MT, KvLayout kLayout, class T, class Cfg>
+void launch(const DecodeParams& a, const DecodeKernelParams& kp, cudaStream_t stream) {
+  auto kernel = decode_kernel<D, MT, kLayout, T, Cfg>;
+  const int smem = kv_smem_bytes<D, MT, Cfg>() + (kLayout == KvLayout::paged ? kp.table_entries * 4 : 0);
+  // Host work between launches is part of what a decode step costs: the attributes are set once per
+  // kernel (raised when a launch needs more dynamic shared memory than any before it).
+  static std::atomic<int> smem_set{-1};
+  if (smem > smem_set.load()) {
+    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    smem_set.store(smem);
+  }
+  const dim3 grid(unsigned(a.batch * a.cache.kv_heads * kp.groups), unsigned(kp.splits));
+  kernel<<<grid, Cfg::THREADS, smem, stream>>>(kp);
   INFERLAB_CHECK_LAUNCH();
 }
 
-template <int D, int MT>
-void dispatch_layout_dtype(const DecodeParams& a, const DecodeKernelParams& kp, int groups, cudaStream_t s) {
+template <int D, int MT, class Cfg>
+void dispatch_layout_dtype(const DecodeParams& a, const DecodeKernelParams& kp, cudaStream_t s) {
   const bool paged = a.cache.layout == KvLayout::paged;
   if (a.dtype == DType::bf16) {
-    if (paged) launch<D, MT, KvLayout::paged, __nv_bfloat16>(a, kp, groups, s);
-    else launch<D, MT, KvLayout::contiguous, __nv_bfloat16>(a, kp, groups, s);
+    if (paged) launch<D, MT, KvLayout::paged, __nv_bfloat16, Cfg>(a, kp, s);
+    else launch<D, MT, KvLayout::contiguous, __nv_bfloat16, Cfg>(a, kp, s);
   } else {
-    if (paged) launch<D, MT, KvLayout::paged, __half>(a, kp, groups, s);
-    else launch<D, MT, KvLayout::contiguous, __half>(a, kp, groups, s);
+    if (paged) launch<D, MT, KvLayout::paged, __half, Cfg>(a, kp, s);
+    else launch<D, MT, KvLayout::contiguous, __half, Cfg>(a, kp, s);
   }
+}
+
+// Tuning only: INFERLAB_DECODE_KERNEL=w<warps>s<stages>[load] picks another DecodeConfig for
+// head dim 128, groups of at most 16 query heads (the anchor shapes); unset: the plan below.
+bool launch_tuned(const DecodeParams& a, const DecodeKernelParams& kp, cudaStream_t s) {
+  static const std::string c = [] {
+    const char* e = std::getenv("INFERLAB_DECODE_KERNEL");
+    return std::string(e ? e : "");
+  }();
+  if (c.empty()) return false;
+  if (c == "w4s3") dispatch_layout_dtype<128, 1, DecodeConfig<4, 3>>(a, kp, s);
+  else if (c == "w8s3") dispatch_layout_dtype<128, 1, DecodeConfig<8, 3>>(a, kp, s);
+  else if (c == "w8s2") dispatch_layout_dtype<128, 1, DecodeConfig<8, 2>>(a, kp, s);
+  else if (c == "w4s5") dispatch_layout_dtype<128, 1, DecodeConfig<4, 5>>(a, kp, s);
+  else if (c == "w4s3load") dispatch_layout_dtype<128, 1, DecodeConfig<4, 3, true>>(a, kp, s);
+  else if (c == "w8s3load") dispatch_layout_dtype<128, 1, DecodeConfig<8, 3, true>>(a, kp, s);
+  else throw Error("INFERLAB_DECODE_KERNEL='" + c + "': known w4s3 w8s3 w8s2 w4s5 w4s3load w8s3load");
+  return true;
+}
+
+// The block shape, from the grid (measured on the H100, kernels/attention/NOTES.md, d7):
+//   at most one block per SM (the split plan's grids, few sequences): 8 warps, a 192 KB K/V ring:
+//     +2% at 1x32k and 8x8k over 4 warps, which leave each SM few loads in flight;
+//   more blocks: 4 warps (96 KB), two blocks per SM: 8 warps measured 1% slower at 32x4k and 64x4k.
+template <int D, int MT>
+void dispatch_config(const DecodeParams& a, const DecodeKernelParams& kp, int sm_count, cudaStream_t s) {
+  if constexpr (D == 128 && MT == 1)
+    if (launch_tuned(a, kp, s)) return;
+  const int64_t blocks = a.batch * a.cache.kv_heads * kp.groups * kp.splits;
+  if (blocks <= sm_count) dispatch_layout_dtype<D, MT, DecodeConfig<8, 3>>(a, kp, s);
+  else dispatch_layout_dtype<D, MT, DecodeConfig<4, 3>>(a, kp, s);
 }
 
 int query_group(const DecodeParams& p) { return int(p.heads / p.cache.kv_heads); }
@@ -448,13 +507,14 @@ void decode_attention(const DecodeParams& p, DecodeVariant v, cudaStream_t strea
   kp.group = query_group(p);
   kp.groups = head_groups(p);
   kp.scale_log2 = p.softmax_scale() * 1.4426950408889634f;
+  kp.trace = p.trace;
   const bool two_tiles = kp.group > 16;
   if (p.head_dim == 128) {
-    if (two_tiles) dispatch_layout_dtype<128, 2>(p, kp, kp.groups, stream);
-    else dispatch_layout_dtype<128, 1>(p, kp, kp.groups, stream);
+    if (two_tiles) dispatch_config<128, 2>(p, kp, sms, stream);
+    else dispatch_config<128, 1>(p, kp, sms, stream);
   } else {
-    if (two_tiles) dispatch_layout_dtype<64, 2>(p, kp, kp.groups, stream);
-    else dispatch_layout_dtype<64, 1>(p, kp, kp.groups, stream);
+    if (two_tiles) dispatch_config<64, 2>(p, kp, sms, stream);
+    else dispatch_config<64, 1>(p, kp, sms, stream);
   }
 }
 

@@ -95,6 +95,41 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// One online-softmax step over the score accumulators of one m16 tile of mma.sync (rows g and g + 8;
+// a quad of lanes shares a row): s[n][4] holds this lane's scores of NS n-tiles (raw Q K^T; turned
+// into P = 2^(s * scale_log2 - m) in place), m[2] the running row maxima (log2 units), l[2] this
+// lane's partial row sums (the quad is summed at the end), acc[NO][4] the O accumulators, rescaled.
+template <int NS, int NO>
+__device__ __forceinline__ void online_softmax_step(float (&s)[NS][4], float (&m)[2], float (&l)[2],
+                                                    float (&acc)[NO][4], float scale_log2) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float mx = m[half];
+#pragma unroll
+    for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * half], s[n][2 * half + 1]) * scale_log2);
+    mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+    const float base = mx == -INFINITY ? 0.f : mx;
+    const float alpha = fast_exp2(m[half] - base);
+    m[half] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < NS; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pv = fast_exp2(s[n][2 * half + e] * scale_log2 - base);
+        s[n][2 * half + e] = pv;
+        sum += pv;
+      }
+    l[half] = l[half] * alpha + sum;
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      acc[n][2 * half] *= alpha;
+      acc[n][2 * half + 1] *= alpha;
+    }
+  }
+}
+
 // Runtime (dtype, causal) -> compile time, in one place for both kernels:
 //   dispatch_dtype_causal(a, [&](auto causal, auto element) {
 //     launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream); });

@@ -163,33 +163,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
 
     // Online softmax: rows g and g + 8 of each m-tile; a quad of lanes shares a row.
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = m_i[mt][half];
-#pragma unroll
-        for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * half], s[mt][n][2 * half + 1]) * p.scale_log2);
-        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
-        const float base = mx == -INFINITY ? 0.f : mx;
-        const float alpha = fast_exp2(m_i[mt][half] - base);
-        m_i[mt][half] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int n = 0; n < NS; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pv = fast_exp2(s[mt][n][2 * half + e] * p.scale_log2 - base);
-            s[mt][n][2 * half + e] = pv;
-            sum += pv;
-          }
-        l_i[mt][half] = l_i[mt][half] * alpha + sum;  // this lane's partial; the quad is summed at the end
-#pragma unroll
-        for (int n = 0; n < NO; ++n) {
-          acc_o[mt][n][2 * half] *= alpha;
-          acc_o[mt][n][2 * half + 1] *= alpha;
-        }
-      }
+    for (int mt = 0; mt < MT; ++mt) online_softmax_step(s[mt], m_i[mt], l_i[mt], acc_o[mt], p.scale_log2);
 
     // O += P V: the S accumulators of n-tiles 2kk, 2kk+1 are the A fragment of k-step kk.
 #pragma unroll

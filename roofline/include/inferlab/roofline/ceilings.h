@@ -41,6 +41,11 @@ struct Ceilings {
 // Runs every measurement on the current device. Throws inferlab::CudaError on any CUDA/cuBLAS error.
 Ceilings measure_ceilings(const CeilingOptions& options = {});
 
+// One pass of the HBM read kernel of read_bandwidth over `bytes` (rounded down to 16 B), timed as
+// every kernel is (timing.h): the bound for any kernel that must read those bytes once, at that
+// size (launch and ramp-up included). The decode benchmark's upper bound.
+Timing time_hbm_read(std::size_t bytes, const TimingOptions& timing = {});
+
 // The tensor-core GEMM timed for Ceilings::tensor_flops, exposed so tests can check its product.
 //   Y[m, n] = X[m, k] · W[n, k]ᵀ, row-major device arrays, fp32 accumulation (the nn.Linear shape,
 //   and the "TN" layout cuBLASLt requires for fp8 on sm_90).

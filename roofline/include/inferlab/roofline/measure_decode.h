@@ -21,7 +21,8 @@ struct DecodeShape {
 };
 
 struct DecodeMeasurement {
-  Timing timing;
+  Timing timing;        // events around each launch (host enqueue and launch latency included)
+  double kernel_s = 0;  // median GPU duration of the decode kernel (CUPTI), when asked for
   int splits = 1;
 };
 
@@ -30,6 +31,8 @@ int decode_splits_on_device(const DecodeShape& s, DecodeVariant v);
 AttentionShape decode_cost_shape(const DecodeShape& s, int splits);
 // Throws inferlab::Error naming the shortfall before anything is allocated.
 void check_decode_fits(const DecodeShape& s, DecodeVariant v);
-DecodeMeasurement measure_decode(const DecodeShape& s, DecodeVariant v, const TimingOptions& timing = {});
+// trace_kernels: after the event timing, the same launches again under CUPTI for kernel_s.
+DecodeMeasurement measure_decode(const DecodeShape& s, DecodeVariant v, const TimingOptions& timing = {},
+                                 bool trace_kernels = false);
 
 }  // namespace inferlab

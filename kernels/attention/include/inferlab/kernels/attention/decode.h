@@ -39,6 +39,10 @@ struct DecodeParams {
   // merging block resets its counter), so a workspace is reused without clearing it again.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  // Diagnostic: when set, thread 0 of every block writes %globaltimer (ns) at 6 points
+  // [grid.y][grid.x][6]: entry, first K/V tile ready, loop done, partial written, counter taken,
+  // final merge done (the last two only with splits > 1; the last only in the merging block).
+  unsigned long long* trace = nullptr;
 
   float softmax_scale() const;
 };
