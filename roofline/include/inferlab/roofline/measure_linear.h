@@ -1,0 +1,25 @@
+#pragma once
+// Measuring a linear layer (kernels/gemm) in one weight format as every kernel of the lab is
+// measured: random activations, a random weight with realistic outliers quantized to the format,
+// one checked run, then event timing with warm-up, L2 flushed before every repeat, the median.
+// The same activations also run through the dense bf16 weight with cuBLAS (the baseline): its time
+// and its output, against which the format's error is reported.
+#include <cstdint>
+
+#include "inferlab/roofline/timing.h"
+#include "inferlab/sim/linear.h"
+
+namespace inferlab {
+
+struct LinearMeasurement {
+  Timing timing;           // the format's kernel (for bf16: cuBLAS itself)
+  Timing baseline;         // cuBLAS bf16 on the same shape and activations
+  double rel_error = 0;    // ||Y_format - Y_bf16|| / ||Y_bf16|| (Frobenius), Y_bf16 = cuBLAS on the unquantized weight
+};
+
+// Throws inferlab::Error naming the problem (unsupported format on this GPU, a shape the format
+// cannot store, not enough device memory) before anything is launched.
+void check_linear_supported(const LinearShape& s, WeightFormat f);
+LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing = {});
+
+}  // namespace inferlab
