@@ -4,7 +4,7 @@
 //   read_kernel         HBM read (one pass over a buffer >> L2) and L2 read (many passes over L2/4)
 //   fma_kernel          FP32 peak: independent FMA chains on every SM
 //   empty_kernel        launch overhead, back to back on one stream
-//   TensorGemm          bf16/fp16 through cublasGemmEx, fp8 through cuBLASLt
+//   DenseGemm           bf16/fp16 through cublasGemmEx, fp8 through cuBLASLt (kernels/gemm)
 //   measure_ceilings    sizes from the device, every measurement timed by time_cuda()
 //
 // L2 flushing: time_cuda() can flush L2 before each repeat (a read sweep over 2x L2). Every
@@ -178,84 +178,6 @@ Timing per_step(Timing t, int count) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
-// TensorGemm. cuBLAS is column-major, so it computes Yᵀ[n, m] = W[n, k] · Xᵀ[k, m]:
-//   W, row-major [n, k], is column-major k×n with ld k, used transposed   (op A = T)
-//   X, row-major [m, k], is column-major k×m with ld k, used as is        (op B = N)
-//   Y, row-major [m, n], is column-major n×m with ld n
-// That is "TN", the only layout cuBLASLt accepts for fp8 on sm_90; bf16/fp16 use it too.
-
-struct TensorGemm::Lt {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  DeviceBuffer<float> one{1};                            // per-tensor scale of X and of W
-  DeviceBuffer<unsigned char> workspace{32 * kMiB};      // cuBLAS' recommendation for Hopper
-  ~Lt() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (y) cublasLtMatrixLayoutDestroy(y);
-    if (x) cublasLtMatrixLayoutDestroy(x);
-    if (w) cublasLtMatrixLayoutDestroy(w);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
-
-TensorGemm::TensorGemm(DType dtype, int m, int n, int k, bool fast_accum) : dtype_(dtype), m_(m), n_(n), k_(k) {
-  if (m <= 0 || n <= 0 || k <= 0) throw std::invalid_argument("TensorGemm: m, n, k must be positive");
-  if (dtype == DType::bf16 || dtype == DType::fp16) {
-    if (fast_accum) throw std::invalid_argument("TensorGemm: fast_accum applies to fp8_e4m3 only");
-    return;  // cublasGemmEx needs no plan
-  }
-  if (dtype != DType::fp8_e4m3)
-    throw std::invalid_argument("TensorGemm: unsupported dtype " + dtype_name(dtype) + " (bf16, fp16, fp8_e4m3)");
-  // cuBLASLt fp8: leading dimensions must be multiples of 16 bytes (k fp8 inputs, n bf16 outputs).
-  if (k % 16 != 0 || n % 8 != 0)
-    throw std::invalid_argument("TensorGemm: fp8 needs k % 16 == 0 and n % 8 == 0, got n=" + std::to_string(n) +
-                                " k=" + std::to_string(k));
-  lt_ = std::make_unique<Lt>();
-  Lt& p = *lt_;
-  p.one.upload({1.0f});
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  const void* scale = p.one.get();
-  const int8_t fast = fast_accum ? 1 : 0;
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale, sizeof(scale)));
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale, sizeof(scale)));
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
-  INFERLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.w, CUDA_R_8F_E4M3, k, n, k));
-  INFERLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.x, CUDA_R_8F_E4M3, k, m, k));
-  INFERLAB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.y, CUDA_R_16BF, n, m, n));  // C and D alike
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.pref));
-  const std::size_t ws = p.workspace.bytes();
-  INFERLAB_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), p.desc, p.w, p.x, p.y, p.y, p.pref, 1,
-                                                       &result, &found));
-  if (found == 0) throw std::runtime_error("TensorGemm: cuBLASLt found no fp8 algorithm for this shape");
-  p.algo = result.algo;
-}
-
-TensorGemm::~TensorGemm() = default;
-
-void TensorGemm::run(const void* x, const void* w, void* y, cudaStream_t stream) const {
-  const float alpha = 1.0f, beta = 0.0f;
-  if (!lt_) {
-    const cudaDataType_t t = dtype_ == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    cublasHandle_t h = cublas_handle();
-    INFERLAB_CUBLAS_CHECK(cublasSetStream(h, stream));
-    INFERLAB_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n_, m_, k_, &alpha, w, t, k_, x, t, k_, &beta, y,
-                                       t, n_, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return;
-  }
-  INFERLAB_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), lt_->desc, &alpha, w, lt_->w, x, lt_->x, &beta, y, lt_->y, y,
-                                       lt_->y, &lt_->algo, lt_->workspace.get(), lt_->workspace.bytes(), stream));
-}
-
-// ---------------------------------------------------------------------------------------------------
 
 Ceilings measure_ceilings(const CeilingOptions& options) {
   const bool quick = options.quick;
@@ -365,7 +287,7 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
     const int s = quick ? 1024 : 8192;
     const std::size_t elems = std::size_t(s) * s;
     auto time_gemm = [&](DType dtype, bool fast_accum, const std::string& key) {
-      const TensorGemm gemm(dtype, s, s, s, fast_accum);
+      const DenseGemm gemm(dtype, s, s, s, fast_accum);
       const std::size_t in_bytes = std::size_t(dtype_bytes(dtype));
       DeviceBuffer<unsigned char> x(elems * in_bytes), w(elems * in_bytes), y(elems * 2);
       fill_random(dtype, x.get(), elems, seed++, dev.sm_count, stream);

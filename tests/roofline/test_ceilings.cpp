@@ -86,11 +86,11 @@ TEST(Ceilings, LaunchOverheadIsPlausible) {
   EXPECT_LT(c.launch_overhead_s, 50e-6);
 }
 
-TEST(TensorGemm, RejectsWhatItCannotRun) {  // no GPU needed: checked before any CUDA call
-  EXPECT_THROW(TensorGemm(DType::fp32, 64, 64, 64), std::invalid_argument);
-  EXPECT_THROW(TensorGemm(DType::bf16, 0, 64, 64), std::invalid_argument);
-  EXPECT_THROW(TensorGemm(DType::bf16, 64, 64, 64, /*fast_accum=*/true), std::invalid_argument);
-  EXPECT_THROW(TensorGemm(DType::fp8_e4m3, 64, 64, 40), std::invalid_argument);  // k % 16 != 0
+TEST(DenseGemm, RejectsWhatItCannotRun) {  // no GPU needed: checked before any CUDA call
+  EXPECT_THROW(DenseGemm(DType::fp32, 64, 64, 64), std::invalid_argument);
+  EXPECT_THROW(DenseGemm(DType::bf16, 0, 64, 64), std::invalid_argument);
+  EXPECT_THROW(DenseGemm(DType::bf16, 64, 64, 64, /*fast_accum=*/true), std::invalid_argument);
+  EXPECT_THROW(DenseGemm(DType::fp8_e4m3, 64, 64, 40), std::invalid_argument);  // k % 16 != 0
 }
 
 struct GemmError {
@@ -98,7 +98,7 @@ struct GemmError {
   double baseline = 0;  // the same for ref merely rounded to the output type
 };
 
-// Y = X · Wᵀ through TensorGemm on random inputs in [-1, 1), against a double reference computed
+// Y = X · Wᵀ through DenseGemm on random inputs in [-1, 1), against a double reference computed
 // from the inputs as stored (already rounded to In).
 template <DType In, DType Out>
 GemmError gemm_error(int m, int n, int k, bool fast_accum, std::mt19937_64& rng) {
@@ -112,7 +112,7 @@ GemmError gemm_error(int m, int n, int k, bool fast_accum, std::mt19937_64& rng)
   DeviceBuffer<TO> dy(std::size_t(m) * n);
   dy.fill(DTypeTraits<Out>::nan());  // an element the GEMM does not write fails the comparison
 
-  const TensorGemm gemm(In, m, n, k, fast_accum);
+  const DenseGemm gemm(In, m, n, k, fast_accum);
   EXPECT_EQ(gemm.output_dtype(), Out);
   gemm.run(dx.get(), dw.get(), dy.get());
   INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
@@ -135,7 +135,7 @@ GemmError gemm_error(int m, int n, int k, bool fast_accum, std::mt19937_64& rng)
   return {std::sqrt(err2 / ref2), std::sqrt(base2 / ref2)};
 }
 
-TEST(TensorGemm, Bf16AndFp16MatchTheCpuReference) {
+TEST(DenseGemm, Bf16AndFp16MatchTheCpuReference) {
   std::string why;
   if (!gpu_available(&why)) GTEST_SKIP() << why;
   std::mt19937_64 rng(std::random_device{}());
@@ -154,7 +154,7 @@ TEST(TensorGemm, Bf16AndFp16MatchTheCpuReference) {
   }
 }
 
-TEST(TensorGemm, Fp8MatchesTheCpuReference) {
+TEST(DenseGemm, Fp8MatchesTheCpuReference) {
   std::string why;
   if (!gpu_available(&why)) GTEST_SKIP() << why;
   if (compute_capability() < 89) GTEST_SKIP() << "fp8 tensor cores need compute capability >= 8.9";

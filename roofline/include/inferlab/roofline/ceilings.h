@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/roofline/timing.h"
 #include "inferlab/sim/dtype.h"
 
@@ -46,29 +47,6 @@ Ceilings measure_ceilings(const CeilingOptions& options = {});
 // size (launch and ramp-up included). The decode benchmark's upper bound.
 Timing time_hbm_read(std::size_t bytes, const TimingOptions& timing = {});
 
-// The tensor-core GEMM timed for Ceilings::tensor_flops, exposed so tests can check its product.
-//   Y[m, n] = X[m, k] · W[n, k]ᵀ, row-major device arrays, fp32 accumulation (the nn.Linear shape,
-//   and the "TN" layout cuBLASLt requires for fp8 on sm_90).
-//   bf16 / fp16: cublasGemmEx, CUBLAS_COMPUTE_32F, Y of the input type.
-//   fp8_e4m3: cuBLASLt, per-tensor scales of 1 for X and W, Y bf16; fast_accum selects
-//             CUBLASLT_MATMUL_DESC_FAST_ACCUM (no periodic promotion to fp32: faster, less exact).
-// Planned once (descriptors, algorithm, workspace), then run() only enqueues the product.
-class TensorGemm {
- public:
-  TensorGemm(DType dtype, int m, int n, int k, bool fast_accum = false);
-  ~TensorGemm();
-  TensorGemm(const TensorGemm&) = delete;
-  TensorGemm& operator=(const TensorGemm&) = delete;
-
-  void run(const void* x, const void* w, void* y, cudaStream_t stream = nullptr) const;
-  double flops() const { return 2.0 * double(m_) * double(n_) * double(k_); }
-  DType output_dtype() const { return dtype_ == DType::fp8_e4m3 ? DType::bf16 : dtype_; }
-
- private:
-  struct Lt;  // cuBLASLt plan, fp8 only
-  DType dtype_;
-  int m_, n_, k_;
-  std::unique_ptr<Lt> lt_;
-};
+// The tensor-core GEMM timed for Ceilings::tensor_flops is kernels/gemm's DenseGemm (linear.h).
 
 }  // namespace inferlab

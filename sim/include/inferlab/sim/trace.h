@@ -3,8 +3,7 @@
 // (and every machine) sees the same requests. Lengths are lognormal, the shape of chat traffic:
 // by default with the means the vLLM paper reports for ShareGPT (prompt 161, output 338 tokens),
 // sigma 1, clipped to [min, max]; arrivals are a Poisson process.
-// The sampling is written out here (splitmix64 + Box-Muller) rather than taken from <random>'s
-// distributions, whose values differ between standard libraries.
+// The sampling is sim/rng.h (splitmix64 + Box-Muller), the same on every machine.
 #include <cstdint>
 #include <vector>
 

@@ -1,0 +1,397 @@
+// Weight-only and 2:4 linear layers for the decode regime (m = 1..64 tokens), one kernel family:
+// Y[m, n] = X[m, k] · W[n, k]ᵀ with W packed as quant.h lays it out.
+//
+// The weight is the A operand of the tensor cores (16 output rows per warp), the tokens the B
+// operand (n8 tiles: m padded to 8·MT). A block is 8 warps = 128 rows over a range of k:
+//   1. each warp issues the 16-byte loads of its first kDepth chunks (512 B per warp per chunk)
+//      straight into registers; the packed weight never goes through shared memory, and a chunk
+//      is exactly one lane's A fragments (quant.h), so no shuffle is needed;
+//   2. the block's X[0:8·MT, k range] (and int4's scales of the range) go to shared memory with
+//      cp.async (XOR-swizzled 16-byte chunks: conflict-free ldmatrix), one barrier;
+//   3. per chunk: dequantize in registers — int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2
+//      of 128 + q, minus (128 + z) gives q − z exactly; int8: q to float to bf16x2 — then mma.sync
+//      m16n8k16; sparse24: the compressed values and their metadata go to mma.sp m16n8k32 as they
+//      are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
+//      and at the end), so the tensor cores see small integers, exactly;
+//      the chunk kDepth ahead is loaded as soon as a register slot frees;
+//   4. split-k: partial sums are added (fp32 atomics) into the workspace; the last block of a row
+//      tile to finish (a counter) converts to bf16 and leaves the workspace zeroed.
+// The model of its cost is sim/linear.h linear_cost (the packed bytes, once).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/sim/error.h"
+#include "weight_only.h"
+
+namespace inferlab {
+namespace {
+
+constexpr int kWarps = 8, kThreads = kWarps * 32, kBlockRows = kWarps * 16;
+constexpr int kDepth = 8;          // weight chunks in flight per warp
+constexpr int kUint4PerChunk = 32;  // 512 bytes
+constexpr int kXSmemBytes = 64 << 10;  // the X tile's budget: k per block <= 32768 / (8·MT)
+
+template <WeightFormat F>
+struct Format;
+template <>
+struct Format<WeightFormat::int4> {
+  static constexpr int kCols = 64;  // weight columns per chunk
+};
+template <>
+struct Format<WeightFormat::int8> {
+  static constexpr int kCols = 32;
+};
+template <>
+struct Format<WeightFormat::sparse24> {
+  static constexpr int kCols = 32;
+};
+
+struct WoParams {
+  const __nv_bfloat16* x;   // [m, k]
+  const uint4* w;           // packed chunks
+  const void* scales;       // int8: float [n]; int4: uint32 [k/128][n]
+  const uint32_t* meta;     // sparse24: uint32 [n/16][k/32][16]
+  __nv_bfloat16* y;         // [m, n]
+  float* partial;           // split-k: [m, n] fp32, zero between launches
+  int* counters;            // split-k: [row tiles]
+  int m, n, k, k_per_block, split_k;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {  // read once: keep it out of L1
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const uint32_t (&b)[4], uint32_t meta) {
+  asm volatile(
+      "mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, "
+      "{%0,%1,%2,%3}, %12, 0x0;\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(meta));
+}
+
+__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {  // (a & b) | c
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t bf16x2_sub(uint32_t a, uint32_t b) {
+  __nv_bfloat162 x, y;
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  const __nv_bfloat162 d = __hsub2(x, y);
+  uint32_t u;
+  memcpy(&u, &d, 4);
+  return u;
+}
+
+__device__ __forceinline__ uint32_t int8x2_to_bf16x2(uint32_t w, int byte) {  // bytes byte, byte+1 of w
+  const float lo = float(int8_t(w >> (8 * byte))), hi = float(int8_t(w >> (8 * byte + 8)));
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  return u;
+}
+
+// X tile element (row, col) in shared memory: rows of KB columns, 16-byte chunks XOR-swizzled by row.
+__device__ __forceinline__ int xs_index(int row, int col, int kb) {
+  return row * kb + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+template <WeightFormat F, int MT>
+__global__ void __launch_bounds__(kThreads) weight_only_kernel(const __grid_constant__ WoParams p) {
+  constexpr int C = Format<F>::kCols, MP = 8 * MT;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
+  const int KB = p.k_per_block;
+  uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + MP * KB * 2);  // int4: [KB/128][128 rows]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row_tile = blockIdx.x, row0 = row_tile * kBlockRows + warp * 16;
+  const int k0 = blockIdx.y * KB, chunks = KB / C;
+  const bool active = row0 < p.n;
+
+  // 1. The weight: this warp's chunks are contiguous from (row0 / 16, k0 / C).
+  const uint4* wp = p.w + (int64_t(row0 / 16) * (p.k / C) + k0 / C) * kUint4PerChunk + lane;
+  const uint32_t* mp = nullptr;
+  if constexpr (F == WeightFormat::sparse24)
+    mp = p.meta + (int64_t(row0 / 16) * (p.k / 32) + k0 / 32) * 16 + g * 2 + (t & 1);
+  uint4 ring[kDepth];
+  uint32_t mring[kDepth];
+#pragma unroll
+  for (int i = 0; i < kDepth; ++i) {
+    if (active && i < chunks) {
+      ring[i] = load_stream(wp + i * kUint4PerChunk);
+      if constexpr (F == WeightFormat::sparse24) mring[i] = t < 2 ? __ldg(mp + i * 16) : 0u;
+    }
+  }
+
+  // 2. X[0:MP, k0:k0+KB] (rows past m zero) and int4's scales of the range into shared memory.
+  for (int i = threadIdx.x; i < MP * (KB / 8); i += kThreads) {
+    const int r = i / (KB / 8), c8 = i % (KB / 8);
+    const bool ok = r < p.m;
+    cp_async_16(xs + xs_index(r, c8 * 8, KB), p.x + int64_t(ok ? r : 0) * p.k + k0 + c8 * 8, ok);
+  }
+  if constexpr (F == WeightFormat::int4) {
+    const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
+    for (int i = threadIdx.x; i < (KB / 128) * (kBlockRows / 4); i += kThreads) {
+      const int grp = i / (kBlockRows / 4), r4 = (i % (kBlockRows / 4)) * 4;
+      const int row = row_tile * kBlockRows + r4;
+      cp_async_16(ssz + grp * kBlockRows + r4, sg + int64_t(k0 / 128 + grp) * p.n + min(row, p.n - 4), row < p.n);
+    }
+  }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+
+  // 3. The chunks.
+  float acc[MT][4];
+#pragma unroll
+  for (int nt = 0; nt < MT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  float grp_acc[MT][4];  // int4: the current group's sums of (q - z) x
+  uint32_t z0 = 0, z1 = 0;
+  float s0 = 0.f, s1 = 0.f;
+  // ldmatrix address of this lane: row 8·nt + lane % 8, columns 8 · (lane / 8) on from the step's k.
+  auto b_frag = [&](uint32_t (&b)[4], int nt, int kc) {
+    ldmatrix_x4(b, xs + xs_index(8 * nt + (lane & 7), kc + 8 * (lane >> 3), KB));
+  };
+
+  if (active) {
+    for (int c0 = 0; c0 < chunks; c0 += kDepth) {
+#pragma unroll
+      for (int i = 0; i < kDepth; ++i) {
+        const int c = c0 + i;
+        if (c >= chunks) break;
+        const uint4 cur = ring[i];
+        const int kc = c * C;  // first column of the chunk in the block's range
+        if constexpr (F == WeightFormat::int4) {
+          if ((c & 1) == 0) {  // a group of 128 columns starts: its scale and zero point for rows g, g+8
+            const uint32_t sz0 = ssz[(kc / 128) * kBlockRows + warp * 16 + g];
+            const uint32_t sz1 = ssz[(kc / 128) * kBlockRows + warp * 16 + g + 8];
+            s0 = __uint_as_float(sz0 << 16);
+            s1 = __uint_as_float(sz1 << 16);
+            z0 = __byte_perm(sz0, 0, 0x3232);  // (128 + z, 128 + z) as bf16x2
+            z1 = __byte_perm(sz1, 0, 0x3232);
+#pragma unroll
+            for (int nt = 0; nt < MT; ++nt) grp_acc[nt][0] = grp_acc[nt][1] = grp_acc[nt][2] = grp_acc[nt][3] = 0.f;
+          }
+          const uint32_t words[4] = {cur.x, cur.y, cur.z, cur.w};
+#pragma unroll
+          for (int j = 0; j < 4; j += 2) {
+            uint32_t b[MT][4];
+#pragma unroll
+            for (int nt = 0; nt < MT; ++nt) b_frag(b[nt], nt, kc + 16 * j);
+#pragma unroll
+            for (int jj = 0; jj < 2; ++jj) {
+              const uint32_t w = words[j + jj];
+              uint32_t a[4];
+              a[0] = bf16x2_sub(lop3_and_or(w, 0x000F000Fu, 0x43004300u), z0);
+              a[1] = bf16x2_sub(lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u), z1);
+              a[2] = bf16x2_sub(lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), z0);
+              a[3] = bf16x2_sub(lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u), z1);
+#pragma unroll
+              for (int nt = 0; nt < MT; ++nt) mma_bf16(grp_acc[nt], a, b[nt][2 * jj], b[nt][2 * jj + 1]);
+            }
+          }
+          if ((c & 1) == 1) {  // the group ends: scale its sums into the accumulators
+#pragma unroll
+            for (int nt = 0; nt < MT; ++nt) {
+              acc[nt][0] += s0 * grp_acc[nt][0];
+              acc[nt][1] += s0 * grp_acc[nt][1];
+              acc[nt][2] += s1 * grp_acc[nt][2];
+              acc[nt][3] += s1 * grp_acc[nt][3];
+            }
+          }
+        } else if constexpr (F == WeightFormat::int8) {
+          uint32_t b[MT][4];
+#pragma unroll
+          for (int nt = 0; nt < MT; ++nt) b_frag(b[nt], nt, kc);
+          const uint32_t words[4] = {cur.x, cur.y, cur.z, cur.w};
+#pragma unroll
+          for (int jj = 0; jj < 2; ++jj) {
+            const uint32_t lo = words[2 * jj], hi = words[2 * jj + 1];  // a0..a3, a4..a7
+            const uint32_t a[4] = {int8x2_to_bf16x2(lo, 0), int8x2_to_bf16x2(lo, 2), int8x2_to_bf16x2(hi, 0),
+                                   int8x2_to_bf16x2(hi, 2)};
+#pragma unroll
+            for (int nt = 0; nt < MT; ++nt) mma_bf16(acc[nt], a, b[nt][2 * jj], b[nt][2 * jj + 1]);
+          }
+        } else {  // sparse24: one k32 step per chunk
+          uint32_t b[MT][4];
+#pragma unroll
+          for (int nt = 0; nt < MT; ++nt) b_frag(b[nt], nt, kc);
+#pragma unroll
+          for (int nt = 0; nt < MT; ++nt) mma_sp_bf16(acc[nt], cur, b[nt], mring[i]);
+        }
+        if (c + kDepth < chunks) {  // refill the slot just used
+          ring[i] = load_stream(wp + (c + kDepth) * kUint4PerChunk);
+          if constexpr (F == WeightFormat::sparse24) mring[i] = t < 2 ? __ldg(mp + (c + kDepth) * 16) : 0u;
+        }
+      }
+    }
+    if constexpr (F == WeightFormat::int8) {  // the channel scales
+      const float* sc = static_cast<const float*>(p.scales);
+      const float c0s = __ldg(sc + row0 + g), c1s = __ldg(sc + row0 + g + 8);
+#pragma unroll
+      for (int nt = 0; nt < MT; ++nt) {
+        acc[nt][0] *= c0s;
+        acc[nt][1] *= c0s;
+        acc[nt][2] *= c1s;
+        acc[nt][3] *= c1s;
+      }
+    }
+  }
+
+  // 4. Out: acc[nt] = rows (g, g+8) x tokens (8 nt + 2t, + 1).
+  auto for_outputs = [&](auto&& f) {
+#pragma unroll
+    for (int nt = 0; nt < MT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int mi = 8 * nt + 2 * t + (e & 1), row = row0 + g + 8 * (e >> 1);
+        if (active && mi < p.m) f(mi, row, acc[nt][e]);
+      }
+  };
+  if (p.split_k == 1) {
+    for_outputs([&](int mi, int row, float v) { p.y[int64_t(mi) * p.n + row] = __float2bfloat16_rn(v); });
+    return;
+  }
+  for_outputs([&](int mi, int row, float v) { atomicAdd(p.partial + int64_t(mi) * p.n + row, v); });
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(p.counters + row_tile, 1) == p.split_k - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int rows = min(kBlockRows, p.n - row_tile * kBlockRows);
+  for (int i = threadIdx.x; i < p.m * rows; i += kThreads) {
+    const int mi = i / rows, row = row_tile * kBlockRows + i % rows;
+    float* cell = p.partial + int64_t(mi) * p.n + row;
+    p.y[int64_t(mi) * p.n + row] = __float2bfloat16_rn(__ldcg(cell));
+    *cell = 0.f;
+  }
+  if (threadIdx.x == 0) p.counters[row_tile] = 0;
+}
+
+int m_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+
+int64_t smem_bytes(WeightFormat f, int mt, int64_t kb) {
+  return 8 * mt * kb * 2 + (f == WeightFormat::int4 ? (kb / 128) * kBlockRows * 4 : 0);
+}
+
+template <WeightFormat F, int MT>
+void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
+  auto kernel = weight_only_kernel<F, MT>;
+  const int smem = int(smem_bytes(F, MT, plan.k_per_block));
+  static std::atomic<int> smem_set{-1};
+  if (smem > smem_set.load()) {
+    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    smem_set.store(smem);
+  }
+  const dim3 grid(unsigned((wp.n + kBlockRows - 1) / kBlockRows), unsigned(plan.split_k));
+  kernel<<<grid, kThreads, smem, stream>>>(wp);
+  INFERLAB_CHECK_LAUNCH();
+}
+
+template <WeightFormat F>
+void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
+  switch (plan.m_tiles) {
+    case 1: return launch<F, 1>(wp, plan, stream);
+    case 2: return launch<F, 2>(wp, plan, stream);
+    case 4: return launch<F, 4>(wp, plan, stream);
+    default: return launch<F, 8>(wp, plan, stream);
+  }
+}
+
+}  // namespace
+
+LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
+  // Tiles (measured reasons: kernels/gemm/NOTES.md):
+  //   m_tiles   tokens padded to 8, 16, 32 or 64 (n8 tiles of the tensor cores; padding is free
+  //             while the weight's bytes bound the time);
+  //   split_k   enough blocks for ~2 per SM ((n / 128) x split_k), each k range a multiple of 128
+  //             that divides k, and no more k per block than the 64 KB X tile holds.
+  //   INFERLAB_LINEAR_SPLITK=N forces split_k (tuning only; it must divide k / 128).
+  LinearPlan plan;
+  plan.m_tiles = m_tiles(p.m);
+  const int64_t units = p.k / 128;
+  const int64_t row_tiles = (p.n + kBlockRows - 1) / kBlockRows;
+  const int64_t max_kb = kXSmemBytes / (2 * 8 * plan.m_tiles);
+  const int64_t need = std::max<int64_t>((p.k + max_kb - 1) / max_kb, (2 * sm_count + row_tiles - 1) / row_tiles);
+  int64_t split = units;
+  for (int64_t d = 1; d <= units; ++d)
+    if (units % d == 0 && d >= need) {
+      split = d;
+      break;
+    }
+  if (const char* e = std::getenv("INFERLAB_LINEAR_SPLITK")) {
+    const int64_t forced = std::atoll(e);
+    if (forced <= 0 || units % forced != 0 || p.k / forced > max_kb)
+      throw Error("INFERLAB_LINEAR_SPLITK=" + std::string(e) + " must divide k/128=" + std::to_string(units) +
+                  " with at most " + std::to_string(max_kb) + " columns per block");
+    split = forced;
+  }
+  plan.split_k = int(split);
+  plan.k_per_block = p.k / split;
+  return plan;
+}
+
+std::size_t weight_only_workspace_bytes(const LinearParams& p, const LinearPlan& plan) {
+  if (plan.split_k <= 1) return 0;
+  const std::size_t row_tiles = std::size_t((p.n + kBlockRows - 1) / kBlockRows);
+  return (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256 + row_tiles * 4;
+}
+
+void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
+  WoParams wp{};
+  wp.x = static_cast<const __nv_bfloat16*>(p.x);
+  wp.w = static_cast<const uint4*>(p.w);
+  wp.scales = p.scales;
+  wp.meta = static_cast<const uint32_t*>(p.metadata);
+  wp.y = static_cast<__nv_bfloat16*>(p.y);
+  if (plan.split_k > 1) {
+    wp.partial = static_cast<float*>(p.workspace);
+    wp.counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) + (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256);
+  }
+  wp.m = int(p.m);
+  wp.n = int(p.n);
+  wp.k = int(p.k);
+  wp.k_per_block = int(plan.k_per_block);
+  wp.split_k = plan.split_k;
+  switch (p.format) {
+    case WeightFormat::int4: return launch_mt<WeightFormat::int4>(wp, plan, stream);
+    case WeightFormat::int8: return launch_mt<WeightFormat::int8>(wp, plan, stream);
+    case WeightFormat::sparse24: return launch_mt<WeightFormat::sparse24>(wp, plan, stream);
+    default: throw Error("weight_only_linear: format " + weight_format_name(p.format) + " has no weight-only kernel");
+  }
+}
+
+}  // namespace inferlab

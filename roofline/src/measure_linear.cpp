@@ -1,0 +1,166 @@
+#include "inferlab/roofline/measure_linear.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/device_buffer.h"
+#include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/kernels/gemm/quant.h"
+#include "inferlab/sim/error.h"
+
+namespace inferlab {
+namespace {
+
+constexpr uint64_t kWeightSeed = 1234;  // one weight per (n, k): every format quantizes the same one
+constexpr int64_t kOutlierChannels = 8;
+constexpr float kOutlierScale = 20.f;
+
+struct Device {
+  int sms = 0, cc = 0;
+};
+Device device() {
+  Device d;
+  int dev = 0, major = 0, minor = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  d.cc = major * 10 + minor;
+  return d;
+}
+
+// The packed weights of the last (n, k) measured, by format: a sweep over m reuses them (packing
+// 58 M values on the host takes a second).
+struct WeightCache {
+  int64_t n = 0, k = 0;
+  std::vector<float> dense;
+  std::map<int, PackedWeight> packed;
+  const PackedWeight& get(int64_t n_, int64_t k_, WeightFormat f) {
+    if (n_ != n || k_ != k) {
+      n = n_, k = k_;
+      packed.clear();
+      dense = random_weight(n, k, kWeightSeed, kOutlierChannels, kOutlierScale);
+    }
+    auto it = packed.find(int(f));
+    if (it == packed.end()) it = packed.emplace(int(f), pack_weight(dense, n, k, f)).first;
+    return it->second;
+  }
+};
+
+DeviceBuffer<uint8_t> upload(const std::vector<uint8_t>& v) {
+  return DeviceBuffer<uint8_t>(v.empty() ? std::vector<uint8_t>(16, 0) : v);
+}
+
+}  // namespace
+
+void check_linear_supported(const LinearShape& s, WeightFormat f) {
+  const Device d = device();
+  LinearParams p;
+  static uint4 dummy;  // 16-byte aligned stand-in pointers: only the shape and format are checked here
+  p.format = f;
+  p.m = s.m, p.n = s.n, p.k = s.k;
+  p.x = p.w = p.scales = p.metadata = &dummy;
+  p.y = &dummy;
+  p.workspace = &dummy;
+  p.workspace_bytes = SIZE_MAX;
+  validate_linear(p, d.sms, d.cc);
+  const double need = double(s.n * s.k) * (2 + 2) + double(s.m * (s.k + s.n)) * 8 + double(s.m * s.n) * 4;
+  std::size_t free_b = 0, total_b = 0;
+  INFERLAB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (need + double(1u << 30) > double(free_b)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "linear %s: needs %.1f GiB of device memory, %.1f GiB free",
+                  weight_format_name(f).c_str(), need / (1u << 30), double(free_b) / (1u << 30));
+    throw Error(buf);
+  }
+}
+
+LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing) {
+  check_linear_supported(s, f);
+  static std::mutex mu;
+  static WeightCache cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const Device d = device();
+  const std::vector<float> x = random_activations(s.m, s.k, uint64_t(s.m * 7919 + s.k));
+
+  // The baseline: cuBLAS bf16 on the unquantized (bf16-rounded) weight; its output is the reference.
+  const PackedWeight& wb = cache.get(s.n, s.k, WeightFormat::bf16);
+  DeviceBuffer<uint8_t> dwb = upload(wb.values);
+  std::vector<uint16_t> xb(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = bf16_bits(x[i]);
+  DeviceBuffer<uint16_t> dxb(xb), dyb(std::size_t(s.m * s.n));
+  LinearParams base;
+  base.format = WeightFormat::bf16;
+  base.m = s.m, base.n = s.n, base.k = s.k;
+  base.x = dxb.get();
+  base.w = dwb.get();
+  base.y = dyb.get();
+  linear(base, timing.stream);
+  INFERLAB_CUDA_CHECK(cudaStreamSynchronize(timing.stream));
+  const std::vector<uint16_t> yb = dyb.download();
+  LinearMeasurement m;
+  m.baseline = time_cuda([&] { linear(base, timing.stream); }, timing);
+  if (f == WeightFormat::bf16) {
+    m.timing = m.baseline;
+    return m;
+  }
+
+  // The format: its packed weight; fp16 and fp8 take their own activations.
+  const PackedWeight& pw = cache.get(s.n, s.k, f);
+  DeviceBuffer<uint8_t> dw = upload(pw.values), ds = upload(pw.scales), dm = upload(pw.metadata);
+  DeviceBuffer<uint8_t> dx(std::size_t(s.m * s.k) * (f == WeightFormat::fp8 ? 1 : 2));
+  DeviceBuffer<float> dxs(1);
+  if (f == WeightFormat::fp8) {
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    const float sx = amax > 0 ? amax / 448.f : 1.f;
+    std::vector<uint8_t> q(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) q[i] = fp8_e4m3_bits(x[i] / sx);
+    dx.upload(q);
+    dxs.upload({sx});
+  } else {
+    std::vector<uint8_t> raw(x.size() * 2);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const uint16_t b = f == WeightFormat::fp16 ? fp16_bits(x[i]) : xb[i];
+      std::memcpy(&raw[i * 2], &b, 2);
+    }
+    dx.upload(raw);
+  }
+  DeviceBuffer<uint16_t> dy(std::size_t(s.m * s.n));
+  LinearParams p;
+  p.format = f;
+  p.m = s.m, p.n = s.n, p.k = s.k;
+  p.x = dx.get();
+  p.w = dw.get();
+  p.scales = pw.scales.empty() ? nullptr : ds.get();
+  p.metadata = pw.metadata.empty() ? nullptr : dm.get();
+  p.x_scale = f == WeightFormat::fp8 ? dxs.get() : nullptr;
+  p.y = dy.get();
+  DeviceBuffer<uint8_t> ws(std::max<std::size_t>(linear_workspace_bytes(p, d.sms), 16));
+  INFERLAB_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
+  p.workspace = ws.get();
+  p.workspace_bytes = ws.bytes();
+  dy.fill(0x7fc0);
+  linear(p, timing.stream);
+  INFERLAB_CUDA_CHECK(cudaStreamSynchronize(timing.stream));
+  const std::vector<uint16_t> y = dy.download();
+  double err = 0, ref = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double v = f == WeightFormat::fp16 ? fp16_value(y[i]) : bf16_value(y[i]);
+    if (!std::isfinite(v)) throw Error("linear " + weight_format_name(f) + ": output " + std::to_string(i) + " not written");
+    const double r = bf16_value(yb[i]);
+    err += (v - r) * (v - r);
+    ref += r * r;
+  }
+  m.rel_error = ref > 0 ? std::sqrt(err / ref) : 0;
+  m.timing = time_cuda([&] { linear(p, timing.stream); }, timing);
+  return m;
+}
+
+}  // namespace inferlab
