@@ -47,6 +47,56 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   }
 }
 
+std::vector<CsvRecord> parse_csv_records(const std::string& text, const std::string& origin) {
+  std::vector<CsvRecord> records;
+  std::vector<std::string> rec;
+  std::string field;
+  bool in_quotes = false, field_started = false;
+  std::size_t line = 1, record_line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_quotes) {
+      if (c == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+        } else {
+          in_quotes = false;
+        }
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (c == '"') {
+      if (field_started) throw Error(origin + ":" + std::to_string(line) + ": malformed CSV: stray quote");
+      in_quotes = field_started = true;
+    } else if (c == ',') {
+      rec.push_back(field);
+      field.clear();
+      field_started = false;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      rec.push_back(field);
+      field.clear();
+      field_started = false;
+      records.push_back(CsvRecord{record_line, std::move(rec)});
+      rec.clear();
+      record_line = ++line;
+    } else {
+      field += c;
+      field_started = true;
+    }
+  }
+  if (in_quotes) throw Error(origin + ":" + std::to_string(record_line) + ": malformed CSV: unterminated quote");
+  if (field_started || !rec.empty()) {
+    rec.push_back(field);
+    records.push_back(CsvRecord{record_line, std::move(rec)});
+  }
+  return records;
+}
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   namespace fs = std::filesystem;
   const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();

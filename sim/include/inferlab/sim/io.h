@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,15 @@ std::string read_text_file(const std::filesystem::path& path);
 nlohmann::json read_json_file(const std::filesystem::path& path);
 // Writes content to path through a temporary file in the same directory and a rename.
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+// The records of a CSV text (RFC 4180: fields in double quotes may hold commas, newlines and doubled
+// quotes), each with the 1-based line it starts on. An unterminated or stray quote throws
+// inferlab::Error "ORIGIN:LINE: malformed CSV: ...".
+struct CsvRecord {
+  std::size_t line = 0;
+  std::vector<std::string> fields;
+};
+std::vector<CsvRecord> parse_csv_records(const std::string& text, const std::string& origin);
 
 // "LINE:COL" of a byte offset in text (both 1-based).
 std::string line_col_of_offset(std::string_view text, std::size_t offset);
