@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/io.h"
 #include "measurers.h"
 #include "inferlab/sim/paths.h"
 
@@ -31,31 +32,18 @@ std::vector<ParamInfo> with_precision(std::vector<ParamInfo> v) {
 
 int64_t param_int(const Params& p, const std::string& name, int64_t min_value) {
   const std::string& s = get(p, name);
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) throw Error("parameter '" + name + "' must be an integer, got '" + s + "'");
-  if (v < min_value)
+  const auto v = parse_integer(s);
+  if (!v) throw Error("parameter '" + name + "' must be an integer, got '" + s + "'");
+  if (*v < min_value)
     throw Error("parameter '" + name + "' must be at least " + std::to_string(min_value) + ", got " + s);
-  return v;
+  return *v;
 }
 
 double param_double(const Params& p, const std::string& name) {
   const std::string& s = get(p, name);
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || !std::isfinite(v))
-    throw Error("parameter '" + name + "' must be a number, got '" + s + "'");
-  return v;
+  const auto v = parse_number(s);
+  if (!v) throw Error("parameter '" + name + "' must be a number, got '" + s + "'");
+  return *v;
 }
 
 bool param_bool(const Params& p, const std::string& name) {

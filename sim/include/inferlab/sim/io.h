@@ -1,7 +1,9 @@
 #pragma once
 // File helpers shared by every layer: JSON with file:line:column errors, and atomic writes
 // (a temporary file in the same folder, then rename) so a result file is never half-written.
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +26,11 @@ struct CsvRecord {
   std::vector<std::string> fields;
 };
 std::vector<CsvRecord> parse_csv_records(const std::string& text, const std::string& origin);
+
+// The whole of `text` as an integer, or as a finite number; nullopt when it is anything else
+// (empty, trailing characters, out of range).
+std::optional<int64_t> parse_integer(const std::string& text);
+std::optional<double> parse_number(const std::string& text);
 
 // "LINE:COL" of a byte offset in text (both 1-based).
 std::string line_col_of_offset(std::string_view text, std::size_t offset);
