@@ -225,6 +225,44 @@ Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_d
   return attention_from_work(w, a.heads, a.kv_heads, a.head_dim, variant, a.splits > 1, act_dtype, kv_dtype);
 }
 
+double medusa_head_params(const ModelConfig& m) {
+  return double(m.hidden) * double(m.hidden) + double(m.hidden) * double(m.vocab);
+}
+
+std::vector<Op> medusa_head_ops(const ModelConfig& m, int64_t heads, int64_t rows, const OpOptions& o) {
+  check_positive(heads, "Medusa heads");
+  check_positive(rows, "rows");
+  const double wb = dtype_bytes(o.precision.weight), act = dtype_bytes(o.precision.act);
+  const double R = double(rows), H = double(m.hidden), V = double(m.vocab);
+  const DType mm = o.precision.act;
+  std::vector<Op> ops;
+  ops.push_back(OpBuilder("medusa_block", OpClass::gemm, heads)
+                    .read("h", TensorRole::activation, R * H * act)
+                    .read("W_medusa", TensorRole::weight, H * H * wb)
+                    .write("y", TensorRole::activation, R * H * act)
+                    .matmul(2.0 * R * H * H, mm)
+                    .scope(OpScope::after_layers)
+                    .variant("medusa")
+                    .op);
+  ops.push_back(OpBuilder("medusa_act", OpClass::elementwise, heads)
+                    .read("y", TensorRole::activation, R * H * act)
+                    .read("h", TensorRole::activation, R * H * act)
+                    .write("h_head", TensorRole::activation, R * H * act)
+                    .vector(kSiluMulFlopsPerElement * R * H)  // SiLU, and the residual add where SwiGLU multiplies
+                    .scope(OpScope::after_layers)
+                    .variant("medusa")
+                    .op);
+  ops.push_back(OpBuilder("medusa_lm_head", OpClass::gemm, heads)
+                    .read("h_head", TensorRole::activation, R * H * act)
+                    .read("W_medusa_lm_head", TensorRole::weight, V * H * wb)
+                    .write("logits", TensorRole::activation, R * V * kLogitBytes)
+                    .matmul(2.0 * R * H * V, mm)
+                    .scope(OpScope::after_layers)
+                    .variant("medusa")
+                    .op);
+  return ops;
+}
+
 int64_t plan_decode_splits(int64_t units, int64_t max_context, int64_t sm_count) {
   // Measured on the H100 (kernels/attention/NOTES.md): at 1 x 32768, GQA 32/8 (8 units), 16 pieces
   // stream 2070 GB/s, 32 pieces 1970, 49 (a full wave of 3 blocks per SM) 1840, 98 1510: every
@@ -246,12 +284,12 @@ int64_t Batch::sequence_count() const {
   for (const auto& q : sequences) n += q.count;
   return n;
 }
-int64_t Batch::sampled() const {
+int64_t Batch::logit_rows() const {
   int64_t n = 0;
-  for (const auto& q : sequences) n += q.samples ? q.count : 0;
+  for (const auto& q : sequences) n += q.count * q.logits;
   return n;
 }
-Batch Batch::of(const Step& s) { return Batch{{SequenceWork{s.new_tokens, s.past_tokens, s.batch, true}}, 0}; }
+Batch Batch::of(const Step& s) { return Batch{{SequenceWork{s.new_tokens, s.past_tokens, s.batch, 1}}, 0}; }
 
 Op batch_attention_op(const ModelConfig& m, const Batch& batch, const OpOptions& o) {
   check_attention_heads(m.heads, m.kv_heads, m.head_dim);
@@ -282,13 +320,14 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
     check_positive(q.count, "sequences of a shape");
     check_positive(q.new_tokens, "new tokens");
     if (q.past_tokens < 0) throw Error("past tokens must not be negative");
+    if (q.logits < 0 || q.logits > q.new_tokens) throw Error("logit rows of a sequence must be in 0..new tokens");
   }
   const double wb = dtype_bytes(o.precision.weight), act = dtype_bytes(o.precision.act);
   const double kvb = dtype_bytes(o.precision.kv);
   const DType mm = o.precision.act;  // matmuls run in the activation type; weight-only formats dequantize to it
   const double T = double(batch.tokens()), H = double(m.hidden), F = double(m.intermediate);
   const double qkv = double(m.q_dim() + 2 * m.kv_dim()), qd = double(m.q_dim()), kvd = double(m.kv_dim());
-  const double V = double(m.vocab), B = double(batch.sampled());
+  const double V = double(m.vocab), B = double(batch.logit_rows());
   const int64_t L = m.layers;
   std::vector<Op> ops;
 
@@ -372,7 +411,7 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
     ops.push_back(residual("ffn_residual", T * k));  // the top-k weighted sum folds into the residual add
   }
 
-  if (B > 0) {  // no sequence samples: the pass ends with the last layer
+  if (B > 0) {  // no logits needed: the pass ends with the last layer
     Op fn = norm("final_norm", B, 1);
     fn.scope = OpScope::after_layers;
     ops.push_back(fn);

@@ -135,9 +135,9 @@ ParallelPrediction predict_parallel(const ModelConfig& m, const Batch& mb, const
       if (s == 0) st.comm.push_back(comm("embed_allreduce", Collective::all_reduce, par.tp, 1, hidden_bytes, r.link));
       st.comm.push_back(comm("attn_allreduce", Collective::all_reduce, par.tp, sm.layers, hidden_bytes, r.link));
       st.comm.push_back(comm("mlp_allreduce", Collective::all_reduce, par.tp, sm.layers, hidden_bytes, r.link));
-      if (s == par.pp - 1 && mb.sampled() > 0)
+      if (s == par.pp - 1 && mb.logit_rows() > 0)
         st.comm.push_back(comm("logits_allgather", Collective::all_gather, par.tp, 1,
-                               double(mb.sampled()) * double(sm.vocab * par.tp) * kLogitBytes, r.link));
+                               double(mb.logit_rows()) * double(sm.vocab * par.tp) * kLogitBytes, r.link));
     }
     for (const auto& c : st.comm) st.comm_s += c.total_s();
     r.stages.push_back(std::move(st));

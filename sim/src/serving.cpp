@@ -266,7 +266,7 @@ class Engine {
                      running_.end());
     for (const auto& s : running_)
         if (s.planned > 0)
-        batch_.sequences.push_back(SequenceWork{s.planned, s.kv, 1, !s.prefilling() || s.kv + s.planned == s.target});
+        batch_.sequences.push_back(SequenceWork{s.planned, s.kv, 1, !s.prefilling() || s.kv + s.planned == s.target ? 1 : 0});
     return !batch_.sequences.empty();
   }
 

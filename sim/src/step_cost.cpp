@@ -13,8 +13,8 @@ RooflineStepCost::RooflineStepCost(ModelConfig model, Hardware hw, OpOptions opt
 }
 
 double RooflineStepCost::step_time(const Batch& batch) {
-  const int64_t tokens = batch.tokens(), sampled = batch.sampled();
-  const uint64_t key = (uint64_t(tokens) << 32) | uint64_t(sampled);
+  const int64_t tokens = batch.tokens(), logits = batch.logit_rows();
+  const uint64_t key = (uint64_t(tokens) << 32) | uint64_t(logits);
   auto it = rest_.find(key);
   if (it == rest_.end()) {
     const ParallelPrediction p = predict_parallel(model_, batch, options_, hw_, par_);

@@ -135,15 +135,15 @@ TEST(Serving, ASingleRequestTakesTheSumOfItsStepTimes) {
   const Request req{0, 0.25, 700, 40};
   RooflineStepCost cost(st.model, st.hw, kOptions);
   // One pass of n new tokens after `past`; a paged cache (block 16) adds its block-table reads.
-  auto step = [&](int64_t n, int64_t past, bool samples, int64_t block) {
-    return cost.step_time(Batch{{SequenceWork{n, past, 1, samples}}, block});
+  auto step = [&](int64_t n, int64_t past, int64_t logits, int64_t block) {
+    return cost.step_time(Batch{{SequenceWork{n, past, 1, logits}}, block});
   };
   for (auto s : {Scheduler::static_batching, Scheduler::continuous})
     for (auto kv : {KvLayout::contiguous, KvLayout::paged}) {
       const int64_t block = kv == KvLayout::paged ? 16 : 0;
-      double expected = step(700, 0, true, block);  // the prefill samples the first token
+      double expected = step(700, 0, 1, block);  // the prefill samples the first token
       const double ttft = expected;
-      for (int64_t i = 1; i < 40; ++i) expected += step(1, 700 + i - 1, true, block);
+      for (int64_t i = 1; i < 40; ++i) expected += step(1, 700 + i - 1, 1, block);
       const auto r = simulate_serving({req}, st.config(s, Priority::prefill_first, kv), st.cost);
       EXPECT_NEAR(r.requests[0].finish - req.arrival, expected, 1e-12 * expected) << scheduler_name(s);
       EXPECT_NEAR(r.requests[0].first_token - req.arrival, ttft, 1e-12 * ttft);
@@ -151,8 +151,8 @@ TEST(Serving, ASingleRequestTakesTheSumOfItsStepTimes) {
   // Chunked prefill in chunks of 256: 256 + 256 + 188 tokens, only the last samples.
   auto c = st.config(Scheduler::chunked, Priority::decode_first, KvLayout::contiguous);
   c.max_batch_tokens = 256;
-  double chunked = step(256, 0, false, 0) + step(256, 256, false, 0) + step(188, 512, true, 0);
-  for (int64_t i = 1; i < 40; ++i) chunked += step(1, 700 + i - 1, true, 0);
+  double chunked = step(256, 0, 0, 0) + step(256, 256, 0, 0) + step(188, 512, 1, 0);
+  for (int64_t i = 1; i < 40; ++i) chunked += step(1, 700 + i - 1, 1, 0);
   const auto r = simulate_serving({req}, c, st.cost);
   EXPECT_NEAR(r.requests[0].finish - req.arrival, chunked, 1e-12 * chunked);
   EXPECT_EQ(r.iteration_count, 3 + 39);

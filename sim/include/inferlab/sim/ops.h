@@ -120,29 +120,36 @@ std::vector<Op> step_ops(const ModelConfig& model, const Step& step, const OpOpt
 //   - every weight is read once; the GEMMs run over all the batch's tokens (sum of new tokens);
 //   - attention is one launch per layer in which each sequence attends over its own context (its
 //     FLOPs, K/V reads and outputs are summed over the sequences, no padding);
-//   - logits (final_norm, lm_head) only for the sequences that sample in this pass: a decode, or the
-//     chunk that completes a prompt (not an earlier chunk of it); none at all when no sequence samples.
+//   - logits (final_norm, lm_head) for `logits` positions of each sequence: 1 for a decode or the
+//     chunk that completes a prompt, 0 for an earlier chunk of it, every new token when a target
+//     model verifies drafted tokens (speculative decoding); no lm_head at all when no row needs one.
 // A paged cache (kv_block_size > 0) adds the block-table reads of attention.
 // Not counted: padding, the sampler itself, and the host-side scheduling between iterations.
 struct SequenceWork {
   int64_t new_tokens = 1;
   int64_t past_tokens = 0;
   int64_t count = 1;
-  bool samples = true;
+  int64_t logits = 1;  // positions whose logits are computed (0 .. new_tokens)
 };
 struct Batch {
   std::vector<SequenceWork> sequences;
   int64_t kv_block_size = 0;  // tokens per KV block of a paged cache; 0: contiguous
   int64_t tokens() const;     // new tokens of the pass
   int64_t sequence_count() const;
-  int64_t sampled() const;    // sequences that sample a token
-  static Batch of(const Step& step);  // `batch` sequences of the step's shape, all sampling
+  int64_t logit_rows() const; // positions whose logits are computed
+  static Batch of(const Step& step);  // `batch` sequences of the step's shape, logits of each last token
 };
 // Throws inferlab::Error on an empty batch or non-positive sizes. step_ops(m, s, o) is
 // batch_ops(m, Batch::of(s), o).
 std::vector<Op> batch_ops(const ModelConfig& model, const Batch& batch, const OpOptions& options);
 // The attention op of batch_ops alone (count = layers): what varies from one iteration to the next.
 Op batch_attention_op(const ModelConfig& model, const Batch& batch, const OpOptions& options);
+
+// Medusa-1 draft heads (Cai et al. 2024) on `rows` hidden states (one per sequence): each head is a
+// residual block (a hidden x hidden GEMM, SiLU, the residual add) and its own lm_head (hidden x
+// vocab); count = heads. They run after the target's last layer, in the same pass.
+std::vector<Op> medusa_head_ops(const ModelConfig& model, int64_t heads, int64_t rows, const OpOptions& options);
+double medusa_head_params(const ModelConfig& model);  // one head
 
 // The attention core of one layer as a bare shape: what kernels/attention computes, and what its
 // benchmarks and experiments charge it with. `new_tokens` queries per sequence follow `past_tokens`

@@ -12,7 +12,7 @@
 //   its weights and its KV cache included).
 //   Communication per layer: two all-reduces of the activations (after o_proj and after down_proj),
 //   tokens x hidden x act bytes each; once per pass an all-reduce after the vocabulary-parallel
-//   embedding and an all-gather of the logits (sampled rows x vocab x 4 bytes).
+//   embedding and an all-gather of the logits (logit rows x vocab x 4 bytes).
 //
 // Collectives (alpha-beta model; B = per-direction link bandwidth = half the bidirectional NVLink
 // figure of data/hardware, or PCIe without NVLink; alpha = the link's per-step latency):

@@ -27,7 +27,7 @@ class StepCostModel {
 // The roofline time of the pass: sum over its ops of max(FLOPs / peak, bytes / bandwidth) + launches,
 // plus the tensor-parallel collectives (sim/parallel.h) when tp > 1. Pipeline parallelism is not a
 // per-iteration cost (several batches would be in flight), so pp must be 1 here.
-// Everything but attention depends only on (tokens, sampled sequences) and is computed once per such
+// Everything but attention depends only on (tokens, logit rows) and is computed once per such
 // pair; attention, which depends on every sequence's context, is costed at every call.
 class RooflineStepCost : public StepCostModel {
  public:
@@ -41,7 +41,7 @@ class RooflineStepCost : public StepCostModel {
   Hardware hw_;
   OpOptions options_;
   Parallelism par_;
-  std::unordered_map<uint64_t, double> rest_;  // (tokens, sampled) -> seconds of every op but attention
+  std::unordered_map<uint64_t, double> rest_;  // (tokens, logit rows) -> seconds of every op but attention
 };
 
 // A step time from any function: tests, and measured tables.
