@@ -279,11 +279,6 @@ int64_t Batch::tokens() const {
   for (const auto& q : sequences) t += q.count * q.new_tokens;
   return t;
 }
-int64_t Batch::sequence_count() const {
-  int64_t n = 0;
-  for (const auto& q : sequences) n += q.count;
-  return n;
-}
 int64_t Batch::logit_rows() const {
   int64_t n = 0;
   for (const auto& q : sequences) n += q.count * q.logits;

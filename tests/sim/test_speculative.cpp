@@ -71,7 +71,9 @@ TEST(Speculative, OptimalDraftLengthGrowsWithAcceptance) {
       EXPECT_GE(g, prev) << drafter_name(d) << " alpha " << a;
       if (g > 0) {  // the optimum beats its neighbours
         EXPECT_GE(m.speedup(a, g), m.speedup(a, g - 1));
-        if (g < 10) EXPECT_GE(m.speedup(a, g), m.speedup(a, g + 1));
+        if (g < 10) {
+          EXPECT_GE(m.speedup(a, g), m.speedup(a, g + 1));
+        }
       }
       prev = g;
     }

@@ -135,7 +135,6 @@ struct Batch {
   std::vector<SequenceWork> sequences;
   int64_t kv_block_size = 0;  // tokens per KV block of a paged cache; 0: contiguous
   int64_t tokens() const;     // new tokens of the pass
-  int64_t sequence_count() const;
   int64_t logit_rows() const; // positions whose logits are computed
   static Batch of(const Step& step);  // `batch` sequences of the step's shape, logits of each last token
 };
