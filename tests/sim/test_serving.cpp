@@ -103,6 +103,24 @@ TEST(Serving, KvMemoryNeverExceedsCapacityAndPreemptionRecomputes) {
   });
 }
 
+TEST(Serving, BlocksInUseAreThoseOfTheTokensHeld) {
+  // Whole-prompt schedulers take exactly ceil(tokens / B) blocks per sequence, so over the running
+  // sequences: tokens <= blocks x B < tokens + running x B; a contiguous cache holds one block each.
+  Engine st;
+  const auto tr = trace(4, 300, 60.0);
+  for (auto s : {Scheduler::static_batching, Scheduler::continuous}) {
+    const auto pc = st.config(s, Priority::prefill_first, KvLayout::paged, 4.0);
+    const auto paged = simulate_serving(tr, pc, st.cost);
+    for (const auto& it : paged.iterations) {
+      const double tokens = it.kv_used / pc.kv_bytes_per_token;
+      ASSERT_LE(tokens, double(it.kv_blocks * 16));
+      ASSERT_LT(double(it.kv_blocks * 16), tokens + double(it.running * 16));
+    }
+    const auto contiguous = simulate_serving(tr, st.config(s, Priority::prefill_first, KvLayout::contiguous, 4.0), st.cost);
+    for (const auto& it : contiguous.iterations) ASSERT_EQ(it.kv_blocks, it.running);
+  }
+}
+
 TEST(Serving, StaticBatchingNeverBeatsContinuousOnThroughput) {
   Engine st;
   for (uint64_t seed : {1, 2, 3, 4})
