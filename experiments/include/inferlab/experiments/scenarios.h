@@ -11,7 +11,9 @@
 //   model with tp/pp/microbatches: the op rows are one device of the slowest pipeline stage for one
 //           micro-batch, followed by its collectives (op_class communication); the total row is the
 //           whole step (sim/parallel.h) with its compute / communication / bubble split.
-//   parallel   one row per point: per-device memory and the step's time split for a TP x PP layout.
+//   parallel   one row per point: per-device memory and the step's time split for a TP x PP layout;
+//              tokens_per_s is one batch at a time, pipelined_tokens_per_s the pipeline kept full
+//              (pp batches in flight, whose extra KV caches the memory columns do not count).
 //   serving    a request trace through the serving simulator (sim/serving.h): one summary row, and
 //              with sample_every_s > 0 rows of the KV memory over time (row = timeline).
 //   speculative  speedup of speculative decoding at (alpha, gamma) for a drafter (sim/speculative.h).
