@@ -319,7 +319,7 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
   const ServingSummary& s = sp.summary;
   const ServingConfig& c = sp.config;
   const std::string title = sp.model.name + " on " + sp.hardware.id + ", " + scheduler_name(c.scheduler) + " / " +
-                            kv_layout_name(c.kv);
+                            kv_scheme_name(c.kv);
   std::vector<std::string> written;
   for (const auto& [path, flag] : outputs) {
     if (path.empty()) continue;
@@ -337,7 +337,7 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
                 {"config",
                  {{"scheduler", scheduler_name(c.scheduler)},
                   {"priority", priority_name(c.priority)},
-                  {"kv", kv_layout_name(c.kv)},
+                  {"kv", kv_scheme_name(c.kv)},
                   {"block_tokens", block_tokens(c)},
                   {"max_len", c.max_len},
                   {"max_batch", c.max_batch},
@@ -358,7 +358,7 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
   fmt::print("scheduler {}{} · KV {} ({} tokens a block) · max_len {} · max_batch {} · {} tokens a pass\n",
              scheduler_name(c.scheduler),
              c.scheduler == Scheduler::static_batching ? "" : " (" + priority_name(c.priority) + ")",
-             kv_layout_name(c.kv), block_tokens(c), c.max_len, c.max_batch,
+             kv_scheme_name(c.kv), block_tokens(c), c.max_len, c.max_batch,
              c.max_batch_tokens ? c.max_batch_tokens : default_batch_tokens(c));
   fmt::print("KV memory {} per device: {} blocks, {} tokens at {} per token\n\n", gb(c.kv_capacity_bytes),
              sp.result.blocks_total, sp.result.blocks_total * sp.result.block_tokens, si(c.kv_bytes_per_token, "B"));

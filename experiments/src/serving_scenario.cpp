@@ -40,7 +40,7 @@ ServingPoint evaluate_serving_point(const Params& p) {
   ServingConfig& c = sp.config;
   c.scheduler = parse_scheduler(p.at("scheduler"));
   c.priority = parse_priority(p.at("priority"));
-  c.kv = parse_kv_layout(p.at("kv"));
+  c.kv = parse_kv_scheme(p.at("kv"));
   c.block_size = param_int(p, "block_size");
   c.max_len = param_int(p, "max_len", 0);
   if (c.max_len == 0) c.max_len = sp.model.max_positions;

@@ -50,15 +50,15 @@ class Engine {
     blocks_total_ = int64_t(c.kv_capacity_bytes / (double(B_) * c.kv_bytes_per_token));
     if (blocks_total_ < 1)
       throw Error("the KV memory (" + std::to_string(c.kv_capacity_bytes / kGB) + " GB) holds no block of " + str(B_) +
-                  " tokens" + (c.kv == KvLayout::contiguous ? " (contiguous reserves max_len tokens per request)" : ""));
-    if (c.kv == KvLayout::paged) watermark_ = int64_t(c.admission_watermark * double(blocks_total_));
+                  " tokens" + (c.kv == KvScheme::contiguous ? " (contiguous reserves max_len tokens per request)" : ""));
+    if (c.kv == KvScheme::paged) watermark_ = int64_t(c.admission_watermark * double(blocks_total_));
     emitted_.assign(trace.size(), 0);
     res_.cost_model = cost.describe();
     res_.block_tokens = B_;
     res_.blocks_total = blocks_total_;
     res_.kv_capacity = c.kv_capacity_bytes;
     res_.kv_bytes_per_token = c.kv_bytes_per_token;
-    batch_.kv_block_size = c.kv == KvLayout::paged ? c.block_size : 0;
+    batch_.kv_block_size = c.kv == KvScheme::paged ? c.block_size : 0;
   }
 
   ServingResult run() {
@@ -401,10 +401,10 @@ Priority parse_priority(const std::string& s) {
   if (s == "decode-first" || s == "decode_first") return Priority::decode_first;
   throw Error("unknown priority '" + s + "' (known: prefill-first, decode-first)");
 }
-std::string kv_layout_name(KvLayout k) { return k == KvLayout::paged ? "paged" : "contiguous"; }
-KvLayout parse_kv_layout(const std::string& s) {
-  if (s == "paged") return KvLayout::paged;
-  if (s == "contiguous") return KvLayout::contiguous;
+std::string kv_scheme_name(KvScheme k) { return k == KvScheme::paged ? "paged" : "contiguous"; }
+KvScheme parse_kv_scheme(const std::string& s) {
+  if (s == "paged") return KvScheme::paged;
+  if (s == "contiguous") return KvScheme::contiguous;
   throw Error("unknown KV allocator '" + s + "' (known: contiguous, paged)");
 }
 
@@ -412,7 +412,7 @@ int64_t default_batch_tokens(const ServingConfig& c) {
   constexpr int64_t kVllmBudget = 2048;  // vLLM's max_num_batched_tokens default with chunked prefill
   return c.scheduler == Scheduler::chunked ? kVllmBudget : std::max(c.max_len, kVllmBudget);
 }
-int64_t block_tokens(const ServingConfig& c) { return c.kv == KvLayout::paged ? c.block_size : c.max_len; }
+int64_t block_tokens(const ServingConfig& c) { return c.kv == KvScheme::paged ? c.block_size : c.max_len; }
 
 double serving_kv_capacity(const ModelConfig& m, const Hardware& hw, const Precision& p, int64_t tp, double utilization,
                            int64_t max_batch_tokens) {

@@ -18,7 +18,7 @@ struct Engine {
   Hardware hw = load_hardware("h100-sxm-80gb");
   RooflineStepCost cost{model, hw, kOptions};
 
-  ServingConfig config(Scheduler s, Priority p, KvLayout kv, double kv_gb = 0) const {
+  ServingConfig config(Scheduler s, Priority p, KvScheme kv, double kv_gb = 0) const {
     ServingConfig c;
     c.scheduler = s;
     c.priority = p;
@@ -40,22 +40,22 @@ std::vector<Request> trace(uint64_t seed, int64_t n, double rate) {
 }
 
 // Every scheduler x priority x allocator that means something (priority does not apply to static).
-void for_each_config(const std::function<void(Scheduler, Priority, KvLayout)>& f) {
+void for_each_config(const std::function<void(Scheduler, Priority, KvScheme)>& f) {
   for (auto s : {Scheduler::static_batching, Scheduler::continuous, Scheduler::chunked})
     for (auto p : {Priority::prefill_first, Priority::decode_first})
-      for (auto kv : {KvLayout::contiguous, KvLayout::paged})
+      for (auto kv : {KvScheme::contiguous, KvScheme::paged})
         if (s != Scheduler::static_batching || p == Priority::prefill_first) f(s, p, kv);
 }
 
-std::string name(Scheduler s, Priority p, KvLayout kv) {
-  return scheduler_name(s) + "/" + priority_name(p) + "/" + kv_layout_name(kv);
+std::string name(Scheduler s, Priority p, KvScheme kv) {
+  return scheduler_name(s) + "/" + priority_name(p) + "/" + kv_scheme_name(kv);
 }
 
 TEST(Serving, EveryRequestCompletesExactlyOnceAndBlocksBalance) {
   Engine st;
   for (uint64_t seed : {1, 2, 3}) {
     const auto tr = trace(seed, 300, seed == 1 ? 5.0 : 60.0);
-    for_each_config([&](Scheduler s, Priority p, KvLayout kv) {
+    for_each_config([&](Scheduler s, Priority p, KvScheme kv) {
       // A small KV memory (4 GB, ~7600 tokens) forces admission limits and, when paged, preemptions.
       const auto r = simulate_serving(tr, st.config(s, p, kv, 4.0), st.cost);
       ASSERT_EQ(r.requests.size(), tr.size());
@@ -83,7 +83,7 @@ TEST(Serving, EveryRequestCompletesExactlyOnceAndBlocksBalance) {
 TEST(Serving, KvMemoryNeverExceedsCapacityAndPreemptionRecomputes) {
   Engine st;
   const auto tr = trace(7, 400, 80.0);
-  for_each_config([&](Scheduler s, Priority p, KvLayout kv) {
+  for_each_config([&](Scheduler s, Priority p, KvScheme kv) {
     const auto c = st.config(s, p, kv, 4.0);
     const auto r = simulate_serving(tr, c, st.cost);
     EXPECT_LE(r.peak_blocks, r.blocks_total);
@@ -95,7 +95,7 @@ TEST(Serving, KvMemoryNeverExceedsCapacityAndPreemptionRecomputes) {
     }
     int64_t preemptions = 0;
     for (const auto& q : r.requests) preemptions += q.preemptions;
-    if (kv == KvLayout::contiguous) {
+    if (kv == KvScheme::contiguous) {
       EXPECT_EQ(preemptions, 0) << "a contiguous reservation never runs out";
     } else {
       EXPECT_GT(preemptions, 0) << name(s, p, kv) << ": the test should exercise preemption";
@@ -109,14 +109,14 @@ TEST(Serving, BlocksInUseAreThoseOfTheTokensHeld) {
   Engine st;
   const auto tr = trace(4, 300, 60.0);
   for (auto s : {Scheduler::static_batching, Scheduler::continuous}) {
-    const auto pc = st.config(s, Priority::prefill_first, KvLayout::paged, 4.0);
+    const auto pc = st.config(s, Priority::prefill_first, KvScheme::paged, 4.0);
     const auto paged = simulate_serving(tr, pc, st.cost);
     for (const auto& it : paged.iterations) {
       const double tokens = it.kv_used / pc.kv_bytes_per_token;
       ASSERT_LE(tokens, double(it.kv_blocks * 16));
       ASSERT_LT(double(it.kv_blocks * 16), tokens + double(it.running * 16));
     }
-    const auto contiguous = simulate_serving(tr, st.config(s, Priority::prefill_first, KvLayout::contiguous, 4.0), st.cost);
+    const auto contiguous = simulate_serving(tr, st.config(s, Priority::prefill_first, KvScheme::contiguous, 4.0), st.cost);
     for (const auto& it : contiguous.iterations) ASSERT_EQ(it.kv_blocks, it.running);
   }
 }
@@ -125,18 +125,18 @@ TEST(Serving, StaticBatchingNeverBeatsContinuousOnThroughput) {
   Engine st;
   for (uint64_t seed : {1, 2, 3, 4})
     for (double rate : {0.5, 4.0, 20.0, 100.0})
-      for (auto kv : {KvLayout::contiguous, KvLayout::paged}) {
+      for (auto kv : {KvScheme::contiguous, KvScheme::paged}) {
         const auto tr = trace(seed, 200, rate);
         const auto stat = summarize(simulate_serving(tr, st.config(Scheduler::static_batching, Priority::prefill_first, kv), st.cost));
         const auto cont = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, kv), st.cost));
-        EXPECT_LE(stat.requests_per_s, cont.requests_per_s * (1 + 1e-12)) << seed << " " << rate << " " << kv_layout_name(kv);
+        EXPECT_LE(stat.requests_per_s, cont.requests_per_s * (1 + 1e-12)) << seed << " " << rate << " " << kv_scheme_name(kv);
         EXPECT_LE(stat.output_tokens_per_s, cont.output_tokens_per_s * (1 + 1e-12));
       }
 }
 
 TEST(Serving, SameSeedSameOutputOtherSeedOtherOutput) {
   Engine st;
-  for_each_config([&](Scheduler s, Priority p, KvLayout kv) {
+  for_each_config([&](Scheduler s, Priority p, KvScheme kv) {
     const auto c = st.config(s, p, kv, 6.0);
     const auto a = simulate_serving(trace(11, 200, 30.0), c, st.cost);
     RooflineStepCost fresh(st.model, st.hw, kOptions);  // no state shared through the cost model's memo
@@ -157,8 +157,8 @@ TEST(Serving, ASingleRequestTakesTheSumOfItsStepTimes) {
     return cost.step_time(Batch{{SequenceWork{n, past, 1, logits}}, block});
   };
   for (auto s : {Scheduler::static_batching, Scheduler::continuous})
-    for (auto kv : {KvLayout::contiguous, KvLayout::paged}) {
-      const int64_t block = kv == KvLayout::paged ? 16 : 0;
+    for (auto kv : {KvScheme::contiguous, KvScheme::paged}) {
+      const int64_t block = kv == KvScheme::paged ? 16 : 0;
       double expected = step(700, 0, 1, block);  // the prefill samples the first token
       const double ttft = expected;
       for (int64_t i = 1; i < 40; ++i) expected += step(1, 700 + i - 1, 1, block);
@@ -167,7 +167,7 @@ TEST(Serving, ASingleRequestTakesTheSumOfItsStepTimes) {
       EXPECT_NEAR(r.requests[0].first_token - req.arrival, ttft, 1e-12 * ttft);
     }
   // Chunked prefill in chunks of 256: 256 + 256 + 188 tokens, only the last samples.
-  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvLayout::contiguous);
+  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvScheme::contiguous);
   c.max_batch_tokens = 256;
   double chunked = step(256, 0, 0, 0) + step(256, 256, 0, 0) + step(188, 512, 1, 0);
   for (int64_t i = 1; i < 40; ++i) chunked += step(1, 700 + i - 1, 1, 0);
@@ -182,7 +182,7 @@ TEST(Serving, ConstantStepTimeGivesClosedFormLatencies) {
   const double tau = 0.01;
   FunctionStepCost cost([&](const Batch&) { return tau; }, "constant");
   Engine st;
-  auto c = st.config(Scheduler::static_batching, Priority::prefill_first, KvLayout::paged);
+  auto c = st.config(Scheduler::static_batching, Priority::prefill_first, KvScheme::paged);
   const std::vector<Request> tr = {{0, 0.0, 10, 5}, {1, 0.0, 20, 50}, {2, 0.0, 30, 8}};
   const auto r = simulate_serving(tr, c, cost);
   for (const auto& q : r.requests) {
@@ -199,7 +199,7 @@ TEST(Serving, EventsAtEqualTimesFollowTimeTypeId) {
   const double tau = 1.0;
   FunctionStepCost cost([&](const Batch&) { return tau; }, "constant");
   Engine st;
-  auto c = st.config(Scheduler::continuous, Priority::decode_first, KvLayout::paged);
+  auto c = st.config(Scheduler::continuous, Priority::decode_first, KvScheme::paged);
   c.max_batch = 1;
   // Two requests arrive together: the lower id goes first. A third arrives exactly when a pass ends:
   // the end is handled first (request 0 finishes at t = 2 and frees its slot), then the arrival.
@@ -215,7 +215,7 @@ TEST(Serving, DecodeFirstNeverPausesDecodes) {
   Engine st;
   const auto tr = trace(3, 300, 40.0);
   auto paused = [&](Priority p) {
-    const auto r = simulate_serving(tr, st.config(Scheduler::continuous, p, KvLayout::paged), st.cost);
+    const auto r = simulate_serving(tr, st.config(Scheduler::continuous, p, KvScheme::paged), st.cost);
     int64_t n = 0;  // passes that prefill while admitted requests wait to decode
     for (const auto& it : r.iterations) n += it.decode_tokens == 0 && it.running > it.prefill_sequences;
     return n;
@@ -226,7 +226,7 @@ TEST(Serving, DecodeFirstNeverPausesDecodes) {
 
 TEST(Serving, ChunkedPrefillKeepsEveryPassWithinItsBudget) {
   Engine st;
-  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvLayout::paged);
+  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvScheme::paged);
   c.max_batch_tokens = 512;
   const auto r = simulate_serving(trace(5, 300, 40.0), c, st.cost);
   int64_t longest = 0;
@@ -238,8 +238,8 @@ TEST(Serving, ChunkedPrefillKeepsEveryPassWithinItsBudget) {
 TEST(Serving, PagedHoldsMoreRequestsThanContiguous) {
   Engine st;
   const auto tr = trace(9, 600, 60.0);
-  const auto con = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::contiguous), st.cost));
-  const auto pag = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::paged), st.cost));
+  const auto con = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::contiguous), st.cost));
+  const auto pag = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged), st.cost));
   EXPECT_GT(pag.mean_batch, 1.5 * con.mean_batch);
   EXPECT_GT(pag.requests_per_s, con.requests_per_s);
   EXPECT_GT(pag.kv_utilization, 0.9);  // only the last block's tail is empty
@@ -248,7 +248,7 @@ TEST(Serving, PagedHoldsMoreRequestsThanContiguous) {
 
 TEST(Serving, OversizedRequestsAreRejectedWithAReason) {
   Engine st;
-  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::paged, 0.1);  // 0.1 GB: 190 tokens
+  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged, 0.1);  // 0.1 GB: 190 tokens
   const std::vector<Request> tr = {{0, 0.0, 50, 20}, {1, 0.1, 150, 100}, {2, 0.2, 2000, 100}, {3, 0.3, 30, 10}};
   const auto r = simulate_serving(tr, c, st.cost);
   EXPECT_FALSE(r.requests[0].rejected);
@@ -266,9 +266,9 @@ TEST(Serving, OversizedRequestsAreRejectedWithAReason) {
 TEST(Serving, BadConfigurationsAreClearErrors) {
   Engine st;
   const auto tr = trace(1, 10, 1.0);
-  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::contiguous, 0.5);  // < 1 GB = 2048 tokens
+  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::contiguous, 0.5);  // < 1 GB = 2048 tokens
   EXPECT_THROW(simulate_serving(tr, c, st.cost), Error);
-  c = st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::paged);
+  c = st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged);
   c.max_batch_tokens = 1024;
   try {
     simulate_serving(tr, c, st.cost);
@@ -282,7 +282,7 @@ TEST(Serving, BadConfigurationsAreClearErrors) {
   EXPECT_THROW(serving_kv_capacity(load_model("llama-2-70b"), st.hw, kFp16, 1, 0.9, 2048), Error);
   EXPECT_GT(serving_kv_capacity(load_model("llama-2-70b"), st.hw, kFp16, 4, 0.9, 2048), 0);
   EXPECT_THROW(parse_scheduler("greedy"), Error);
-  EXPECT_THROW(parse_kv_layout("virtual"), Error);
+  EXPECT_THROW(parse_kv_scheme("virtual"), Error);
 }
 
 TEST(Serving, PercentilesInterpolateBetweenRanks) {

@@ -55,18 +55,18 @@ namespace inferlab {
 
 enum class Scheduler { static_batching, continuous, chunked };
 enum class Priority { prefill_first, decode_first };
-enum class KvLayout { contiguous, paged };
+enum class KvScheme { contiguous, paged };
 std::string scheduler_name(Scheduler s);  // "static", "continuous", "chunked"
 Scheduler parse_scheduler(const std::string& s);
 std::string priority_name(Priority p);    // "prefill-first", "decode-first"
 Priority parse_priority(const std::string& s);
-std::string kv_layout_name(KvLayout k);   // "contiguous", "paged"
-KvLayout parse_kv_layout(const std::string& s);
+std::string kv_scheme_name(KvScheme k);   // "contiguous", "paged"
+KvScheme parse_kv_scheme(const std::string& s);
 
 struct ServingConfig {
   Scheduler scheduler = Scheduler::continuous;
   Priority priority = Priority::prefill_first;
-  KvLayout kv = KvLayout::paged;
+  KvScheme kv = KvScheme::paged;
   int64_t block_size = 16;        // paged: tokens per block
   int64_t max_len = 2048;         // longest request (prompt + output) served; what contiguous reserves
   int64_t max_batch = 256;        // sequences admitted at once
