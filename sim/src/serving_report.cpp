@@ -18,6 +18,13 @@ std::string fmt_num(double v) {
   return buf;
 }
 
+// Arrival times to the last bit, so that a per-request CSV is the same trace again (trace.h).
+std::string exact(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -188,7 +195,7 @@ std::string requests_csv(const ServingResult& r) {
   for (const auto& q : r.requests) {
     const bool done = q.completions > 0;
     const std::string reason = q.reason.empty() ? "" : csv_quoted(q.reason);  // it may hold commas
-    out += std::to_string(q.id) + "," + fmt_num(q.arrival) + "," + std::to_string(q.prompt) + "," +
+    out += std::to_string(q.id) + "," + exact(q.arrival) + "," + std::to_string(q.prompt) + "," +
            std::to_string(q.output) + "," + (q.rejected ? "rejected" : done ? "completed" : "unfinished") + "," +
            reason + "," + cell(q.scheduled) + "," + cell(q.first_token) + "," + cell(q.last_token) + "," +
            cell(q.finish) + "," + cell(done ? q.first_token - q.arrival : -1) + "," +

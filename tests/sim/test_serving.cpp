@@ -285,6 +285,34 @@ TEST(Serving, BadConfigurationsAreClearErrors) {
   EXPECT_THROW(parse_kv_scheme("virtual"), Error);
 }
 
+TEST(Serving, MemoizedStepCostIsTheParallelPrediction) {
+  // The roofline step cost reuses everything but attention across passes of equal (tokens, logit
+  // rows): it must still give what predict_parallel gives for each batch, whatever came before.
+  Engine st;
+  for (int64_t tp : {1, 2}) {
+    RooflineStepCost cost(st.model, st.hw, kOptions, tp);
+    for (int64_t past : {100, 3000, 100}) {  // same tokens and logit rows, other contexts
+      const Batch b{{SequenceWork{1, past, 7, 1}, SequenceWork{57, 3 * past, 1, 0}, SequenceWork{1, 9, 1, 1}}, 16};
+      const double direct = predict_parallel(st.model, b, kOptions, st.hw, Parallelism{tp, 1, 1}).time_s;
+      EXPECT_NEAR(cost.step_time(b), direct, 1e-12 * direct) << "tp " << tp << " past " << past;
+    }
+  }
+}
+
+TEST(Serving, ThePerRequestCsvIsATraceAgain) {
+  Engine st;
+  const auto tr = trace(8, 50, 5.0);
+  const auto r = simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged, 0.1), st.cost);
+  const auto again = parse_trace_csv(requests_csv(r), "requests.csv");  // reasons with commas are quoted
+  ASSERT_EQ(again.size(), tr.size());
+  for (std::size_t i = 0; i < tr.size(); ++i) {
+    EXPECT_EQ(again[i].arrival, tr[i].arrival);
+    EXPECT_EQ(again[i].prompt, tr[i].prompt);
+    EXPECT_EQ(again[i].output, tr[i].output);
+  }
+  EXPECT_GT(summarize(r).rejected, 0);  // 0.1 GB holds 190 tokens: some requests are too large
+}
+
 TEST(Serving, PercentilesInterpolateBetweenRanks) {
   std::vector<double> v;
   for (int i = 101; i >= 1; --i) v.push_back(i);
