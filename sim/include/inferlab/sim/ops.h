@@ -119,7 +119,10 @@ std::vector<Op> step_ops(const ModelConfig& model, const Step& step, const OpOpt
 // `past_tokens` tokens already in their KV cache. Counted as one pass, not a sum of steps:
 //   - every weight is read once; the GEMMs run over all the batch's tokens (sum of new tokens);
 //   - attention is one launch per layer in which each sequence attends over its own context (its
-//     FLOPs, K/V reads and outputs are summed over the sequences, no padding);
+//     FLOPs, K/V reads and outputs are summed over the sequences, no padding), costed as ONE
+//     roofline term: the compute of prefill chunks overlaps the KV reads of decodes, as in a fused
+//     variable-length kernel (FlashInfer, vLLM's unified attention); separate prefill and decode
+//     kernels would take the sum of the two terms instead;
 //   - logits (final_norm, lm_head) for `logits` positions of each sequence: 1 for a decode or the
 //     chunk that completes a prompt, 0 for an earlier chunk of it, every new token when a target
 //     model verifies drafted tokens (speculative decoding); no lm_head at all when no row needs one.
