@@ -4,7 +4,7 @@
     plot.py --csv RESULTS.csv --plot PLOT.json --out BASE      ->  BASE.png, BASE.svg
 
 PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
-  kind      roofline | memory | line
+  kind      roofline | memory | line | bars | heatmap
   where     {column: value or [values]}   keep only matching rows (numbers compare as numbers)
   exclude   {column: value or [values]}   drop matching rows
   facet     column or [column, column]    one panel per value (grid: columns x rows)
@@ -19,8 +19,17 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   line:     x, y (column or list: one panel per column), series (columns naming each line),
             hlines {y column: column holding a reference value, e.g. ai: ridge},
             compare {y column: column drawn dashed beside it, e.g. measured_s: predicted_s},
-            per (a column to divide y by, e.g. batch_used for bytes per sequence). Rows with
-            fits=false (memory over the device capacity) get hollow markers.
+            per (a column to divide y by, e.g. batch_used for bytes per sequence), sort_by (the
+            column that orders each line's points, default x: e.g. the request rate when x is the
+            throughput it achieved), markers (false: lines only, for dense series). Rows with fits=false (memory over the device capacity) get
+            hollow markers.
+  bars:     x (a column naming each bar, kept in row order), stack (columns stacked in each bar),
+            labels (legend names of the stack, default the columns), ylabel, hline (a column holding a
+            reference value, e.g. capacity_bytes, drawn dashed), annotate (a column printed above
+            each bar; *share / *fraction columns as percents). Rows with fits=false are hatched.
+  heatmap:  x, y, z (a cell per (x, y), coloured and labelled by z), overlay (a column holding, for
+            each y, an x value to mark: e.g. optimal_gamma), center (z value at the middle of a
+            diverging colour map, e.g. 1 for speedups).
 Column units are converted for display: *_s -> ms, *bytes -> GB, *flops_per_s -> TFLOP/s,
 *bytes_per_s -> GB/s.
 """
@@ -32,6 +41,8 @@ import sys
 import textwrap
 
 import matplotlib
+import matplotlib.colors
+import matplotlib.patches
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -292,12 +303,14 @@ def line(rows, plot):
         if per:
             ylabel = ylabel.replace(y, f"{y} per {per}")
         for i, k in enumerate(keys):
-            pts = sorted((number(r[x]), number(r[y]) / (number(r[per]) if per else 1.0)) for r in rows
-                         if key_text(r, series) == k and number(r.get(x)) is not None and number(r.get(y)) is not None)
+            order = plot.get("sort_by", x)
+            pts = [(p[1], p[2]) for p in sorted(
+                (number(r.get(order)), number(r[x]), number(r[y]) / (number(r[per]) if per else 1.0)) for r in rows
+                if key_text(r, series) == k and number(r.get(x)) is not None and number(r.get(y)) is not None)]
             if not pts:
                 continue
-            ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], marker="o", ms=3.5, lw=1.4,
-                    color=cmap(i % ncol), label=k or y)
+            ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], marker="o" if plot.get("markers", True) else None,
+                    ms=3.5, lw=1.4, color=cmap(i % ncol), label=k or y)
             paired = (plot.get("compare") or {}).get(y)
             if paired:  # the model's value for the same points, dashed in the same colour
                 pp = sorted((number(r[x]), number(r[paired])) for r in rows
@@ -336,7 +349,125 @@ def line(rows, plot):
     return fig
 
 
-KINDS = {"roofline": roofline, "memory": memory, "line": line}
+def bars(rows, plot):
+    x = plot.get("x")
+    stack = as_list(plot.get("stack"))
+    if not x or not stack:
+        fail("a bars plot needs x and stack")
+    labels = as_list(plot.get("labels")) or stack
+    if len(labels) != len(stack):
+        fail("bars: labels must name every stack column")
+    scale, ylabel = display(stack[0])
+    ylabel = plot.get("ylabel", ylabel.replace(stack[0], ", ".join(labels)))
+    groups, shape = panels(rows, plot)
+    fig, axes = figure(shape, plot, 6.4, 4.6)
+    cmap = plt.get_cmap("tab10")
+    for ax, (title, sel) in zip(axes, groups):
+        if not sel:
+            ax.set_visible(False)
+            continue
+        xs = ordered_values(sel, x)
+        by_x = {r[x]: r for r in sel}
+        bottom = [0.0] * len(xs)
+        for i, (col, lab) in enumerate(zip(stack, labels)):
+            vals = [(number(by_x[v].get(col)) or 0) * scale for v in xs]
+            hatch = ["//" if by_x[v].get("fits") == "false" else "" for v in xs]
+            for j, (val, h) in enumerate(zip(vals, hatch)):
+                ax.bar(j, val, bottom=bottom[j], color=cmap(i % 10), width=0.72, hatch=h, edgecolor="white")
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ref = plot.get("hline")
+        if ref:
+            for j, (v, lab) in enumerate(sorted({(number(r.get(ref)), r.get(ref.replace("_bytes", "_label"), ""))
+                                                for r in sel if number(r.get(ref))})):
+                ax.axhline(v * scale, color="crimson", ls="--", lw=1.2)
+                ax.annotate(lab or ref, (len(xs) - 0.5, v * scale), ha="right", va="bottom", fontsize=7, color="crimson")
+        ann = plot.get("annotate")
+        if ann:
+            for j, v in enumerate(xs):
+                val = number(by_x[v].get(ann))
+                if val is None:
+                    continue
+                text = f"{100 * val:.0f}%" if ann.endswith(("share", "fraction")) else f"{val:.3g}"
+                ax.annotate(text, (j, bottom[j]), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                            fontsize=7)
+            ax.set_ylim(0, max(bottom) * 1.12)
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels(xs, rotation=30 if len(xs) > 5 else 0, ha="right" if len(xs) > 5 else "center", fontsize=8)
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, axis="y", alpha=0.25)
+    handles = [matplotlib.patches.Patch(color=cmap(i % 10), label=lab) for i, lab in enumerate(labels)]
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False,
+               title=f"above the bars: {ann}" if ann else None, title_fontsize=7)
+    if any(r.get("fits") == "false" for r in rows):
+        fig.text(0.01, 0.01, "hatched: does not fit in device memory", fontsize=7, color="dimgray")
+    fig.tight_layout(rect=(0, 0.02, 0.84, 0.93))
+    return fig
+
+
+def heatmap(rows, plot):
+    x, y, z = plot.get("x"), plot.get("y"), plot.get("z")
+    if not (x and y and z):
+        fail("a heatmap needs x, y and z")
+    overlay, center = plot.get("overlay"), plot.get("center")
+    groups, shape = panels(rows, plot)
+    fig, axes = figure(shape, plot, 5.4, 4.8)
+    zs = [number(r.get(z)) for r in rows if number(r.get(z)) is not None]
+    lo, hi = min(zs), max(zs)
+    if center is not None:
+        norm = matplotlib.colors.TwoSlopeNorm(vcenter=center, vmin=min(lo, center - 1e-9), vmax=max(hi, center + 1e-9))
+        cmap = plt.get_cmap("RdYlGn")
+    else:
+        norm, cmap = matplotlib.colors.Normalize(lo, hi), plt.get_cmap("viridis")
+    image = None
+    for ax, (title, sel) in zip(axes, groups):
+        if not sel:
+            ax.set_visible(False)
+            continue
+        xs = sorted({number(r[x]) for r in sel})
+        ys = sorted({number(r[y]) for r in sel})
+        grid = [[float("nan")] * len(xs) for _ in ys]
+        for r in sel:
+            grid[ys.index(number(r[y]))][xs.index(number(r[x]))] = number(r[z])
+        image = ax.imshow(grid, origin="lower", aspect="auto", cmap=cmap, norm=norm)
+        for i in range(len(ys)):
+            for j in range(len(xs)):
+                v = grid[i][j]
+                if v == v:
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
+        if overlay:
+            pts = {}
+            for r in sel:
+                ov = number(r.get(overlay))
+                if ov is not None:
+                    pts[number(r[y])] = ov
+            oy = sorted(pts)
+            # x positions on the cell grid: the overlay value's index (values outside the grid clamp to its ends)
+            ox = [min(range(len(xs)), key=lambda k: abs(xs[k] - pts[v])) if xs[0] <= pts[v] <= xs[-1]
+                  else (-0.5 if pts[v] < xs[0] else len(xs) - 0.5) for v in oy]
+            ax.plot(ox, [ys.index(v) for v in oy], color="black", lw=1.3, marker="o", ms=15, mfc="none", mew=1.3)
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels([f"{v:g}" for v in xs], fontsize=8)
+        ax.set_yticks(range(len(ys)))
+        ax.set_yticklabels([f"{v:g}" for v in ys], fontsize=8)
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.set_title(title, fontsize=9)
+    if overlay:
+        fig.legend(handles=[plt.Line2D([], [], color="black", marker="o", mfc="none", ms=9, label=f"{overlay} per {y}")],
+                   loc="upper right", fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 0.9, 0.92))
+    cax = fig.add_axes((0.91, 0.12, 0.015, 0.72))
+    bar = fig.colorbar(image, cax=cax, label=z)
+    if center is not None:  # as many ticks below the centre as above it
+        ticks = [lo + (center - lo) * k / 3 for k in range(3)] + [center + (hi - center) * k / 4 for k in range(5)]
+        bar.set_ticks([t for t in ticks if lo <= t <= hi])
+        bar.set_ticklabels([f"{t:.2g}" for t in ticks if lo <= t <= hi])
+    return fig
+
+
+KINDS = {"roofline": roofline, "memory": memory, "line": line, "bars": bars, "heatmap": heatmap}
 
 
 def main():
@@ -355,7 +486,9 @@ def main():
     rows = select(rows, plot)
     if not rows:
         fail(f"plot '{plot.get('name', kind)}': no rows left after 'where'/'exclude'")
-    for col in as_list(plot.get("facet")) + as_list(plot.get("series")) + as_list(plot.get("x")) + as_list(plot.get("y")):
+    for col in (as_list(plot.get("facet")) + as_list(plot.get("series")) + as_list(plot.get("x")) + as_list(plot.get("y"))
+                + as_list(plot.get("z")) + as_list(plot.get("stack")) + as_list(plot.get("sort_by"))
+                + as_list(plot.get("overlay"))):
         if col not in rows[0]:
             fail(f"plot '{plot.get('name', kind)}': column '{col}' is not in {a.csv} "
                  f"(columns: {', '.join(rows[0].keys())})")

@@ -1,7 +1,9 @@
 // inferlab: the command line of the lab.
 //   inferlab list                      models, hardware, experiment specs, scenarios
-//   inferlab model  --model M --hardware H --phase decode --batch 1 --context 4096
+//   inferlab model  --model M --hardware H --phase decode --batch 1 --context 4096 [--tp 2 --pp 2]
 //   inferlab memory --model M --batch 1 --context 4096 [--hardware H] [--block-size 16]
+//   inferlab serve  --model M --hardware H [--trace T.csv | --requests N --rate R --seed S]
+//                   --scheduler continuous --kv paged --block-size 16 [--chrome-trace out.json]
 //   inferlab run SPEC.yaml... [--predict-only] [--out DIR] [--fresh]
 //   inferlab plot RESULTS.csv [--plot NAME] [--out DIR]
 //   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
@@ -10,6 +12,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -147,6 +151,32 @@ int cmd_list(bool json) {
   return 0;
 }
 
+nlohmann::json parallel_json(const ModelPoint& mp) {
+  const auto& r = mp.parallel;
+  const auto& b = mp.memory.breakdown;
+  return {{"tp", mp.par.tp},
+          {"pp", mp.par.pp},
+          {"microbatches", mp.par.microbatches},
+          {"devices", mp.par.devices()},
+          {"link", mp.par.devices() > 1 ? r.link.name : ""},
+          {"step_s", r.time_s},
+          {"stage_s", r.stage_s},
+          {"compute_s", r.compute_s},
+          {"tp_comm_s", r.tp_comm_s},
+          {"send_s", r.send_s},
+          {"bubble_s", r.bubble_s},
+          {"bubble_fraction", r.bubble_fraction},
+          {"comm_share", r.comm_share()},
+          {"slowest_stage", r.slowest},
+          {"device_memory",
+           {{"stage", mp.memory.stage},
+            {"weights_bytes", b.weights},
+            {"kv_cache_bytes", b.kv_cache},
+            {"activation_bytes", b.activations},
+            {"total_bytes", b.total()},
+            {"fits", b.total() <= mp.hardware.memory_bytes}}}};
+}
+
 // ---------------------------------------------------------------- model
 int cmd_model(const Params& p, bool json) {
   const Scenario& sc = find_scenario("model");
@@ -165,6 +195,7 @@ int cmd_model(const Params& p, bool json) {
                   {"weight_dtype", dtype_name(mp.options.precision.weight)},
                   {"act_dtype", dtype_name(mp.options.precision.act)},
                   {"kv_dtype", dtype_name(mp.options.precision.kv)}}},
+                {"parallel", parallel_json(mp)},
                 {"ops", rows_to_json(rows)}});
     return 0;
   }
@@ -175,6 +206,14 @@ int cmd_model(const Params& p, bool json) {
   fmt::print("on {} ({}): {:.1f} TFLOP/s {} dense, {:.0f} GB/s, ridge {:.1f} FLOP/B, {:.1f} us per launch\n", h.id,
              h.ceilings_source, h.matmul_peak(mm) / 1e12, dtype_name(mm), h.memory_bandwidth / 1e9, h.ridge(mm),
              h.launch_overhead_s * 1e6);
+  const bool parallel = mp.par.devices() > 1 || mp.par.microbatches > 1;
+  const auto& par = mp.parallel;
+  if (parallel)
+    fmt::print("TP {} x PP {} = {} devices ({}, {:.0f} GB/s a direction, {:.1f} us a step), {} micro-batch{} of {}; "
+               "table: one device of stage {} ({} layers), one micro-batch\n",
+               mp.par.tp, mp.par.pp, mp.par.devices(), par.link.name, par.link.bandwidth / 1e9, par.link.latency_s * 1e6,
+               mp.par.microbatches, mp.par.microbatches > 1 ? "es" : "", mp.step.batch / mp.par.microbatches,
+               par.slowest, par.stages[par.slowest].layers);
   fmt::print("{} · batch {} · {} {} · {} · {} attention{}\n\n", phase_name(mp.step.phase), mp.step.batch,
              mp.step.phase == Phase::prefill ? "prompt" : "context", mp.step.context(), precision_text(mp.options.precision),
              attention_variant_name(mp.options.attention),
@@ -189,13 +228,28 @@ int cmd_model(const Params& p, bool json) {
                op.name + (op.variant.empty() ? "" : "/" + op.variant).substr(0, 15 - std::min<size_t>(15, op.name.size())),
                op.count, si(op.total_flops(), "FLOP"), si(op.total_bytes(), "B"),
                si(op.bytes(TensorRole::weight) * n, "B"), si(op.bytes(TensorRole::kv_cache) * n, "B"), op.ai(),
-               bound_name(pr.bound), seconds(pr.total_s), 100.0 * pr.total_s / s.time_s);
+               bound_name(pr.bound), seconds(pr.total_s), 100.0 * pr.total_s / par.time_s);
   }
-  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n", "total", "", si(s.flops, "FLOP"),
-             si(s.bytes, "B"), "", "", s.ai(), bound_name(s.bound()), seconds(s.time_s), 100.0);
+  for (const auto& c : par.stages[par.slowest].comm)
+    fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<8} {:>10} {:>6.1f}%\n", c.name.substr(0, 15), c.count, "",
+               si(c.bytes * double(c.count), "B"), "", "", "", collective_name(c.kind).substr(0, 8), seconds(c.total_s()),
+               100.0 * c.total_s() / par.time_s);
+  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n", parallel ? "device total" : "total",
+             "", si(s.flops, "FLOP"), si(s.bytes, "B"), "", "", s.ai(), bound_name(s.bound()),
+             seconds(parallel ? par.stage_s : s.time_s), 100.0 * (parallel ? par.stage_s : s.time_s) / par.time_s);
   fmt::print("\nstep {}: compute {}, memory {}, launches {} (sums of the per-op terms); {} · {:.0f} tokens/s\n",
-             seconds(s.time_s), seconds(s.compute_s), seconds(s.memory_s), seconds(s.launch_s),
-             bound_name(s.bound()) + "-bound", double(mp.step.tokens()) / s.time_s);
+             seconds(par.time_s), seconds(s.compute_s), seconds(s.memory_s), seconds(s.launch_s),
+             bound_name(s.bound()) + "-bound", double(mp.step.tokens()) / par.time_s);
+  if (parallel) {
+    const auto& b = mp.memory.breakdown;
+    fmt::print("on the critical path: compute {} · TP all-reduces {} · stage sends {} · pipeline bubble {} ({:.0f}% of the "
+               "slots); communication {:.1f}% of the step\n",
+               seconds(par.compute_s), seconds(par.tp_comm_s), seconds(par.send_s), seconds(par.bubble_s),
+               100 * par.bubble_fraction, 100 * par.comm_share());
+    fmt::print("per device (stage {}): weights {} + KV {} + activations {} = {} — {} on {}\n", mp.memory.stage,
+               gb(b.weights), gb(b.kv_cache), gb(b.activations), gb(b.total()),
+               b.total() <= h.memory_bytes ? "fits" : "does NOT fit", h.id);
+  }
   return 0;
 }
 
@@ -244,6 +298,89 @@ int cmd_memory(const Params& p, bool json) {
                r->scheme == "paged" ? fmt::format("block {}", r->block_size) : fmt::format("max len {}", r->block_size),
                gb(r->reserved), gb(r->used), 100.0 * r->waste_fraction());
   }
+  return 0;
+}
+
+// ---------------------------------------------------------------- serve
+struct ServeFiles {
+  std::string chrome_trace, timeline, requests;
+};
+
+int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
+  // Every output folder must exist before the run: a failure afterwards would leave some files written.
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {files.chrome_trace, "--chrome-trace"}, {files.timeline, "--timeline"}, {files.requests, "--requests-csv"}};
+  for (const auto& [path, flag] : outputs) {
+    if (path.empty()) continue;
+    const fs::path dir = fs::absolute(path).parent_path();
+    if (!fs::is_directory(dir)) throw Error(flag + " " + path + ": folder " + dir.string() + " does not exist");
+  }
+  const ServingPoint sp = evaluate_serving_point(complete_params(find_scenario("serving"), p));
+  const ServingSummary& s = sp.summary;
+  const ServingConfig& c = sp.config;
+  const std::string title = sp.model.name + " on " + sp.hardware.id + ", " + scheduler_name(c.scheduler) + " / " +
+                            kv_scheme_name(c.kv);
+  std::vector<std::string> written;
+  for (const auto& [path, flag] : outputs) {
+    if (path.empty()) continue;
+    write_file_atomic(path, flag == "--chrome-trace" ? chrome_trace_json(sp.result, title)
+                            : flag == "--timeline"   ? iterations_csv(sp.result)
+                                                     : requests_csv(sp.result));
+    written.push_back(path);
+  }
+  nlohmann::json rejected = nlohmann::json::array();
+  for (const auto& q : sp.result.requests)
+    if (q.rejected) rejected.push_back({{"id", q.id}, {"reason", q.reason}});
+  if (json) {
+    print_json({{"model", model_json(sp.model)},
+                {"hardware", hardware_json(sp.hardware)},
+                {"config",
+                 {{"scheduler", scheduler_name(c.scheduler)},
+                  {"priority", priority_name(c.priority)},
+                  {"kv", kv_scheme_name(c.kv)},
+                  {"block_tokens", block_tokens(c)},
+                  {"max_len", c.max_len},
+                  {"max_batch", c.max_batch},
+                  {"max_batch_tokens", c.max_batch_tokens ? c.max_batch_tokens : default_batch_tokens(c)},
+                  {"tp", sp.tp},
+                  {"kv_capacity_bytes", c.kv_capacity_bytes},
+                  {"kv_bytes_per_token", c.kv_bytes_per_token}}},
+                {"trace", sp.trace_source},
+                {"summary", rows_to_json(serving_rows(sp, 0))[0]},
+                {"rejected", rejected},
+                {"files", written}});
+    return 0;
+  }
+  fmt::print("{}\n", model_summary(sp.model));
+  fmt::print("on {}{} ({}); step times: {}\n", sp.hardware.id, sp.tp > 1 ? fmt::format(" x{} (TP)", sp.tp) : "",
+             sp.hardware.ceilings_source, sp.result.cost_model);
+  fmt::print("trace: {}: {} requests\n", sp.trace_source, s.requests);
+  fmt::print("scheduler {}{} · KV {} ({} tokens a block) · max_len {} · max_batch {} · {} tokens a pass\n",
+             scheduler_name(c.scheduler),
+             c.scheduler == Scheduler::static_batching ? "" : " (" + priority_name(c.priority) + ")",
+             kv_scheme_name(c.kv), block_tokens(c), c.max_len, c.max_batch,
+             c.max_batch_tokens ? c.max_batch_tokens : default_batch_tokens(c));
+  fmt::print("KV memory {} per device: {} blocks, {} tokens at {} per token\n\n", gb(c.kv_capacity_bytes),
+             sp.result.blocks_total, sp.result.blocks_total * sp.result.block_tokens, si(c.kv_bytes_per_token, "B"));
+  fmt::print("completed {} of {} ({} rejected, {} preemptions) in {} ({} iterations, {:.1f} sequences each, busy {:.0f}%)\n",
+             s.completed, s.requests, s.rejected, s.preemptions, seconds(s.makespan_s), s.iterations, s.mean_batch,
+             100 * s.busy_fraction);
+  fmt::print("throughput {:.3g} requests/s · {:.4g} output tokens/s · {:.4g} tokens/s with prompts\n\n", s.requests_per_s,
+             s.output_tokens_per_s, s.total_tokens_per_s);
+  fmt::print("{:<26} {:>10} {:>10} {:>10} {:>10}\n", "", "mean", "p50", "p90", "p99");
+  for (const auto& [name, pc] : {std::pair<const char*, const Percentiles*>{"time to first token", &s.ttft},
+                                 {"time per output token", &s.tpot},
+                                 {"latency (arrival to end)", &s.latency},
+                                 {"queueing", &s.queueing}})
+    fmt::print("{:<26} {:>10} {:>10} {:>10} {:>10}\n", name, seconds(pc->mean), seconds(pc->p50), seconds(pc->p90),
+               seconds(pc->p99));
+  fmt::print("\nKV memory over the run: reserved {} on average (peak {}), holding tokens {}, wasted {} ({:.0f}% used)\n",
+             gb(s.kv_mean_reserved), gb(s.kv_peak_reserved), gb(s.kv_mean_used), gb(s.kv_mean_wasted),
+             100 * s.kv_utilization);
+  for (std::size_t i = 0; i < rejected.size() && i < 10; ++i)
+    fmt::print("rejected request {}: {}\n", rejected[i]["id"].get<int64_t>(), rejected[i]["reason"].get<std::string>());
+  if (rejected.size() > 10) fmt::print("... and {} more rejected\n", rejected.size() - 10);
+  for (const auto& f : written) fmt::print("wrote {}\n", f);
   return 0;
 }
 
@@ -415,6 +552,9 @@ int main(int argc, char** argv) {
   add_param(model, model_p, "--context", "context", "prompt tokens (prefill) or tokens attended (decode)", true);
   add_param(model, model_p, "--attention", "attention", "flash (default) or naive");
   add_param(model, model_p, "--kv-heads", "kv_heads", "config (default), mha, mqa, gqa-N or a count");
+  add_param(model, model_p, "--tp", "tp", "tensor-parallel degree: divides the heads (default 1)");
+  add_param(model, model_p, "--pp", "pp", "pipeline-parallel stages (default 1)");
+  add_param(model, model_p, "--microbatches", "microbatches", "micro-batches of the pipeline schedule (default 1)");
   model->add_flag_function("--non-causal", [&](std::int64_t) { model_p["causal"] = "false"; }, "no causal mask in prefill");
   add_precision_options(model, model_p);
   model->add_flag("--json", json, "machine-readable output");
@@ -434,6 +574,44 @@ int main(int argc, char** argv) {
                             "keep every token of a sliding-window model in the KV cache");
   add_precision_options(memory, memory_p);
   memory->add_flag("--json", json, "machine-readable output");
+
+  Params serve_p;
+  ServeFiles serve_files;
+  auto* serve = app.add_subcommand("serve", "simulate serving a request trace: scheduler x KV allocator, latency and "
+                                            "throughput, KV memory over time");
+  add_param(serve, serve_p, "--model", "model", "model name or path to a config.json", true);
+  add_param(serve, serve_p, "--hardware", "hardware", "hardware name or path to a .json", true);
+  auto* trace_opt = serve->add_option_function<std::string>(
+      "--trace", [&](const std::string& v) { serve_p["trace"] = v; },
+      "trace CSV with columns arrival_s,prompt_tokens,output_tokens (default: generate one)");
+  for (const auto& [flag, key, help] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--requests", "requests", "generated trace: requests (default 1000)"},
+           {"--rate", "rate", "generated trace: mean arrivals per second, Poisson (default 10)"},
+           {"--seed", "seed", "generated trace: seed (default 1)"},
+           {"--prompt-mean", "prompt_mean", "generated trace: mean prompt tokens, lognormal (default 161, ShareGPT)"},
+           {"--output-mean", "output_mean", "generated trace: mean output tokens, lognormal (default 338, ShareGPT)"},
+           {"--sigma", "sigma", "generated trace: lognormal sigma (default 1)"}}) {
+    auto* o = serve->add_option_function<std::string>(flag, [&serve_p, key = key](const std::string& v) { serve_p[key] = v; },
+                                                      help);
+    o->excludes(trace_opt);
+  }
+  add_param(serve, serve_p, "--scheduler", "scheduler", "static, continuous (default) or chunked");
+  add_param(serve, serve_p, "--priority", "priority", "prefill-first (default) or decode-first");
+  add_param(serve, serve_p, "--kv", "kv", "paged (default) or contiguous");
+  add_param(serve, serve_p, "--block-size", "block_size", "paged KV block size in tokens (default 16)");
+  add_param(serve, serve_p, "--max-len", "max_len", "longest request served, prompt + output (default: model max)");
+  add_param(serve, serve_p, "--max-batch", "max_batch", "sequences admitted at once (default 256)");
+  add_param(serve, serve_p, "--max-batch-tokens", "max_batch_tokens",
+            "tokens per pass (default: 2048 chunked, else max(max_len, 2048))");
+  add_param(serve, serve_p, "--gpu-memory-utilization", "gpu_memory_utilization", "share of device memory (default 0.9)");
+  add_param(serve, serve_p, "--kv-gib", "kv_gib", "KV memory per device in GiB (default: what weights leave)");
+  add_param(serve, serve_p, "--tp", "tp", "tensor-parallel degree (default 1)");
+  add_param(serve, serve_p, "--ceilings", "ceilings", "auto (default: measured when present), datasheet or measured");
+  add_precision_options(serve, serve_p);
+  serve->add_option("--chrome-trace", serve_files.chrome_trace, "write the timeline as Chrome trace JSON here");
+  serve->add_option("--timeline", serve_files.timeline, "write one CSV row per iteration here");
+  serve->add_option("--requests-csv", serve_files.requests, "write one CSV row per request here");
+  serve->add_flag("--json", json, "machine-readable output");
 
   std::vector<std::string> specs;
   RunOptions run_opts;
@@ -471,6 +649,7 @@ int main(int argc, char** argv) {
     if (*list) return cmd_list(json);
     if (*model) return cmd_model(model_p, json);
     if (*memory) return cmd_memory(memory_p, json);
+    if (*serve) return cmd_serve(serve_p, serve_files, json);
     if (*run) {
       run_opts.out_dir = out_dir;
       run_opts.plots = !no_plots;

@@ -65,66 +65,18 @@ std::vector<const std::map<std::string, std::string>*> ResultTable::where(const 
 }
 
 ResultTable parse_csv(const std::string& text, const std::string& origin) {
-  std::vector<std::vector<std::string>> records;
-  std::vector<std::size_t> record_lines;
-  std::vector<std::string> rec;
-  std::string field;
-  bool in_quotes = false, field_started = false;
-  std::size_t line = 1, record_line = 1;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_quotes) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          in_quotes = false;
-        }
-      } else {
-        if (c == '\n') ++line;
-        field += c;
-      }
-      continue;
-    }
-    if (c == '"') {
-      if (field_started) throw Error(origin + ":" + std::to_string(line) + ": malformed CSV: stray quote");
-      in_quotes = field_started = true;
-    } else if (c == ',') {
-      rec.push_back(field);
-      field.clear();
-      field_started = false;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      rec.push_back(field);
-      field.clear();
-      field_started = false;
-      records.push_back(std::move(rec));
-      record_lines.push_back(record_line);
-      rec.clear();
-      record_line = ++line;
-    } else {
-      field += c;
-      field_started = true;
-    }
-  }
-  if (in_quotes) throw Error(origin + ":" + std::to_string(record_line) + ": malformed CSV: unterminated quote");
-  if (field_started || !rec.empty()) {
-    rec.push_back(field);
-    records.push_back(std::move(rec));
-    record_lines.push_back(record_line);
-  }
+  const std::vector<CsvRecord> records = parse_csv_records(text, origin);
   ResultTable t;
   if (records.empty()) return t;
-  t.columns = records[0];
+  t.columns = records[0].fields;
   for (std::size_t r = 1; r < records.size(); ++r) {
-    if (records[r].size() == 1 && records[r][0].empty()) continue;  // blank line
-    if (records[r].size() != t.columns.size())
-      throw Error(origin + ":" + std::to_string(record_lines[r]) + ": malformed CSV: " +
-                  std::to_string(records[r].size()) + " fields where the header has " +
-                  std::to_string(t.columns.size()));
+    const auto& fields = records[r].fields;
+    if (fields.size() == 1 && fields[0].empty()) continue;  // blank line
+    if (fields.size() != t.columns.size())
+      throw Error(origin + ":" + std::to_string(records[r].line) + ": malformed CSV: " + std::to_string(fields.size()) +
+                  " fields where the header has " + std::to_string(t.columns.size()));
     std::map<std::string, std::string> row;
-    for (std::size_t c = 0; c < t.columns.size(); ++c) row[t.columns[c]] = records[r][c];
+    for (std::size_t c = 0; c < t.columns.size(); ++c) row[t.columns[c]] = fields[c];
     t.rows.push_back(std::move(row));
   }
   return t;

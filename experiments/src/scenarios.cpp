@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/io.h"
 #include "measurers.h"
 #include "inferlab/sim/paths.h"
 
@@ -27,35 +28,38 @@ std::vector<ParamInfo> with_precision(std::vector<ParamInfo> v) {
   return v;
 }
 
+// The parameters of a forward step on a TP x PP layout (model and parallel scenarios).
+std::vector<ParamInfo> step_params() {
+  return with_precision({{"model", "", "model name (inferlab list) or path to a config.json"},
+                         {"hardware", "", "hardware name (inferlab list) or path to a hardware .json"},
+                         {"phase", "decode", "prefill or decode"},
+                         {"batch", "1", "sequences in the step"},
+                         {"context", "", "prefill: prompt tokens; decode: tokens attended (the new one included)"},
+                         {"attention", "flash", "naive or flash"},
+                         {"causal", "true", "causal mask in prefill"},
+                         {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"},
+                         {"ceilings", "auto", "auto (measured when data/hardware/<id>.measured.json exists), datasheet, measured"},
+                         {"tp", "1", "tensor-parallel degree (divides the heads)"},
+                         {"pp", "1", "pipeline-parallel stages"},
+                         {"microbatches", "1", "micro-batches the batch is cut into (pipeline schedule)"}});
+}
+
 }  // namespace
 
 int64_t param_int(const Params& p, const std::string& name, int64_t min_value) {
   const std::string& s = get(p, name);
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size()) throw Error("parameter '" + name + "' must be an integer, got '" + s + "'");
-  if (v < min_value)
+  const auto v = parse_integer(s);
+  if (!v) throw Error("parameter '" + name + "' must be an integer, got '" + s + "'");
+  if (*v < min_value)
     throw Error("parameter '" + name + "' must be at least " + std::to_string(min_value) + ", got " + s);
-  return v;
+  return *v;
 }
 
 double param_double(const Params& p, const std::string& name) {
   const std::string& s = get(p, name);
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || !std::isfinite(v))
-    throw Error("parameter '" + name + "' must be a number, got '" + s + "'");
-  return v;
+  const auto v = parse_number(s);
+  if (!v) throw Error("parameter '" + name + "' must be a number, got '" + s + "'");
+  return *v;
 }
 
 bool param_bool(const Params& p, const std::string& name) {
@@ -83,9 +87,52 @@ ModelPoint evaluate_model_point(const Params& p) {
   mp.options.precision = param_precision(p, mp.model);
   mp.options.attention = parse_attention_variant(get(p, "attention"));
   mp.options.causal = param_bool(p, "causal");
-  mp.prediction = predict_step(step_ops(mp.model, mp.step, mp.options), mp.hardware);
+  mp.par = Parallelism{param_int(p, "tp"), param_int(p, "pp"), param_int(p, "microbatches")};
+  mp.parallel = predict_parallel(mp.model, mp.step, mp.options, mp.hardware, mp.par);
+  mp.prediction = mp.parallel.stages[mp.parallel.slowest].compute;
+  MemoryOptions mo;
+  mo.precision = mp.options.precision;
+  mo.attention = mp.options.attention;
+  mp.memory = device_memory(mp.model, mp.step.batch, mp.step.context(), mo, mp.par);
   return mp;
 }
+
+namespace {
+
+// A collective as a row of the per-op table: its bytes and time, no FLOPs.
+Row comm_row(const CommOp& c, double step_time_s) {
+  return Row{{"op", c.name},
+             {"op_class", "communication"},
+             {"variant", collective_name(c.kind)},
+             {"count", num(c.count)},
+             {"launches", num(c.count)},
+             {"flops", "0"},
+             {"bytes", num(c.bytes * double(c.count))},
+             {"bytes_weight", "0"},
+             {"bytes_activation", num(c.bytes * double(c.count))},
+             {"bytes_kv", "0"},
+             {"bytes_scores", "0"},
+             {"ai", "0"},
+             {"compute_dtype", ""},
+             {"peak_flops", ""},
+             {"bandwidth", ""},
+             {"ridge", ""},
+             {"compute_s", "0"},
+             {"memory_s", "0"},
+             {"launch_s", "0"},
+             {"predicted_s", num(c.total_s())},
+             {"bound", "communication"},
+             {"share", num(step_time_s > 0 ? c.total_s() / step_time_s : 0.0)},
+             {"predicted_flops_per_s", "0"},
+             {"predicted_bytes_per_s", num(c.total_s() > 0 ? c.bytes * double(c.count) / c.total_s() : 0.0)}};
+}
+
+std::string layout_label(const Parallelism& p) {
+  return "TP" + std::to_string(p.tp) + " x PP" + std::to_string(p.pp) +
+         (p.microbatches > 1 ? " (" + std::to_string(p.microbatches) + " mb)" : "");
+}
+
+}  // namespace
 
 Row op_row(const Op& op, const Prediction& pr, double step_time_s) {
   const double n = double(op.count);
@@ -135,10 +182,17 @@ const char* const kMeasuredColumns[] = {"measured_s", "measured_p10_s", "measure
 
 std::vector<Row> model_rows(const ModelPoint& mp) {
   const auto& s = mp.prediction;
+  const auto& par = mp.parallel;
   std::vector<Row> rows;
   const std::string kind = mp.model.attention_kind();
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
-    Row r = op_row(s.ops[i], s.predictions[i], s.time_s);
+    Row r = op_row(s.ops[i], s.predictions[i], par.time_s);
+    r.insert(r.begin() + 3, {"attention_kind", kind});
+    r.emplace_back("tokens_per_s", "");
+    rows.push_back(std::move(r));
+  }
+  for (const auto& c : par.stages[par.slowest].comm) {
+    Row r = comm_row(c, par.time_s);
     r.insert(r.begin() + 3, {"attention_kind", kind});
     r.emplace_back("tokens_per_s", "");
     rows.push_back(std::move(r));
@@ -170,17 +224,20 @@ std::vector<Row> model_rows(const ModelPoint& mp) {
                      {"compute_s", num(s.compute_s)},
                      {"memory_s", num(s.memory_s)},
                      {"launch_s", num(s.launch_s)},
-                     {"predicted_s", num(s.time_s)},
+                     {"predicted_s", num(par.time_s)},
                      {"bound", bound_name(s.bound())},
                      {"share", "1"},
                      {"predicted_flops_per_s", num(s.time_s > 0 ? s.flops / s.time_s : 0.0)},
                      {"predicted_bytes_per_s", num(s.time_s > 0 ? s.bytes / s.time_s : 0.0)},
-                     {"tokens_per_s", num(s.time_s > 0 ? double(mp.step.tokens()) / s.time_s : 0.0)}});
-  // Whether the step's weights + KV cache + activations fit the device at all.
-  MemoryOptions mo;
-  mo.precision = mp.options.precision;
-  mo.attention = mp.options.attention;
-  const double mem = memory_breakdown(mp.model, mp.step.batch, mp.step.context(), mo).total();
+                     {"tokens_per_s", num(par.time_s > 0 ? double(mp.step.tokens()) / par.time_s : 0.0)},
+                     {"devices", num(mp.par.devices())},
+                     {"step_compute_s", num(par.compute_s)},
+                     {"step_tp_comm_s", num(par.tp_comm_s)},
+                     {"step_send_s", num(par.send_s)},
+                     {"step_bubble_s", num(par.bubble_s)},
+                     {"comm_share", num(par.comm_share())}});
+  // Whether the step's weights + KV cache + activations fit the (fullest) device at all.
+  const double mem = mp.memory.breakdown.total();
   const std::string fits = mem <= mp.hardware.memory_bytes ? "true" : "false";
   for (auto& r : rows) {
     r.emplace_back("memory_bytes", num(mem));
@@ -189,6 +246,33 @@ std::vector<Row> model_rows(const ModelPoint& mp) {
     for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
   }
   return rows;
+}
+
+std::vector<Row> parallel_rows(const ModelPoint& mp) {
+  const auto& r = mp.parallel;
+  const auto& b = mp.memory.breakdown;
+  const double cap = mp.hardware.memory_bytes;
+  const double tokens = double(mp.step.tokens());
+  return {Row{{"layout", layout_label(mp.par)},
+              {"devices", num(mp.par.devices())},
+              {"link", mp.par.devices() > 1 ? r.link.name : ""},
+              {"stage_layers", num(mp.parallel.stages[mp.memory.stage].layers)},
+              {"weights_bytes", num(b.weights)},
+              {"kv_cache_bytes", num(b.kv_cache)},
+              {"activation_bytes", num(b.activations)},
+              {"total_bytes", num(b.total())},
+              {"capacity_bytes", num(cap)},
+              {"capacity_label", mp.hardware.id + " (" + mp.hardware.memory_label + ")"},
+              {"fits", b.total() <= cap ? "true" : "false"},
+              {"step_s", num(r.time_s)},
+              {"step_compute_s", num(r.compute_s)},
+              {"step_tp_comm_s", num(r.tp_comm_s)},
+              {"step_send_s", num(r.send_s)},
+              {"step_bubble_s", num(r.bubble_s)},
+              {"comm_share", num(r.comm_share())},
+              {"bubble_fraction", num(r.bubble_fraction)},
+              {"tokens_per_s", num(tokens / r.time_s)},
+              {"pipelined_tokens_per_s", num(tokens / double(mp.par.microbatches) / r.stage_s)}}};
 }
 
 MemoryPoint evaluate_memory_point(const Params& p) {
@@ -356,16 +440,8 @@ std::vector<Row> decode_rows(const DecodePoint& dp) {
 const std::vector<Scenario>& scenarios() {
   static const std::vector<Scenario> all = {
       {"model",
-       "per-operator roofline of one forward step (prefill or decode) + a total row",
-       with_precision({{"model", "", "model name (inferlab list) or path to a config.json"},
-                       {"hardware", "", "hardware name (inferlab list) or path to a hardware .json"},
-                       {"phase", "decode", "prefill or decode"},
-                       {"batch", "1", "sequences in the step"},
-                       {"context", "", "prefill: prompt tokens; decode: tokens attended (the new one included)"},
-                       {"attention", "flash", "naive or flash"},
-                       {"causal", "true", "causal mask in prefill"},
-                       {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"},
-                       {"ceilings", "auto", "auto (measured when data/hardware/<id>.measured.json exists), datasheet, measured"}}),
+       "per-operator roofline of one forward step (prefill or decode) + a total row; per device with tp/pp",
+       step_params(),
        [](const Params& p) { return model_rows(evaluate_model_point(p)); },
        {},
        {}},
@@ -430,6 +506,57 @@ const std::vector<Scenario>& scenarios() {
         {"max_len", "2048", "tokens a contiguous cache reserves per request (prompt + output bound)"},
         {"every", "10", "write a row every this many steps"}},
        [](const Params& p) { return kv_trace_rows(p); },
+       {},
+       {}},
+      {"parallel",
+       "a step on a tensor x pipeline parallel layout: per-device memory, time split into compute, "
+       "all-reduces, stage sends and bubble",
+       step_params(),
+       [](const Params& p) { return parallel_rows(evaluate_model_point(p)); },
+       {},
+       {}},
+      {"serving",
+       "a request trace served by a scheduler (static, continuous, chunked) x KV allocator (contiguous, paged): "
+       "throughput, TTFT/TPOT/latency percentiles, KV memory",
+       with_precision({{"model", "", "model name or path to a config.json"},
+                       {"hardware", "", "hardware name or path to a .json"},
+                       {"ceilings", "auto", "auto, datasheet or measured"},
+                       {"tp", "1", "tensor-parallel degree"},
+                       {"scheduler", "continuous", "static, continuous or chunked"},
+                       {"priority", "prefill-first", "prefill-first or decode-first (continuous, chunked)"},
+                       {"kv", "paged", "contiguous or paged"},
+                       {"block_size", "16", "paged KV block size in tokens"},
+                       {"max_len", "0", "longest request (prompt + output) served; contiguous reserves it (0: the model's max positions)"},
+                       {"max_batch", "256", "sequences admitted at once"},
+                       {"max_batch_tokens", "0", "tokens per pass (0: 2048 chunked, else max(max_len, 2048))"},
+                       {"gpu_memory_utilization", "0.9", "share of device memory the engine may use"},
+                       {"kv_gib", "0", "KV memory per device in GiB (0: what utilization leaves after weights and activations)"},
+                       {"trace", "none", "trace CSV (arrival_s,prompt_tokens,output_tokens), or none: generate one"},
+                       {"seed", "1", "generated trace: seed"},
+                       {"requests", "1000", "generated trace: requests"},
+                       {"rate", "10", "generated trace: mean arrivals per second (Poisson)"},
+                       {"prompt_mean", "161", "generated trace: mean prompt tokens (lognormal; ShareGPT's, vLLM paper)"},
+                       {"output_mean", "338", "generated trace: mean output tokens (lognormal; ShareGPT's)"},
+                       {"sigma", "1", "generated trace: lognormal sigma"},
+                       {"sample_every_s", "0", "add a timeline row every this many seconds (0: summary only)"}}),
+       [](const Params& p) { return serving_rows(evaluate_serving_point(p), param_double(p, "sample_every_s")); },
+       {},
+       {}},
+      {"speculative",
+       "speculative decoding: expected tokens per pass, speedup (cost model and closed form), optimal draft length",
+       with_precision({{"target", "", "target model"},
+                       {"draft", "none", "draft model (drafter = model)"},
+                       {"drafter", "model", "model, medusa or ngram"},
+                       {"hardware", "", "hardware name or path"},
+                       {"ceilings", "auto", "auto, datasheet or measured"},
+                       {"batch", "1", "sequences decoding together"},
+                       {"context", "1024", "tokens each sequence holds"},
+                       {"alpha", "", "acceptance rate of a drafted token, in [0, 1]"},
+                       {"gamma", "", "tokens drafted per round"},
+                       {"max_gamma", "10", "the optimal gamma is searched in 0..max_gamma"},
+                       {"tp", "1", "target's tensor-parallel degree"},
+                       {"draft_tp", "1", "draft model's tensor-parallel degree"}}),
+       [](const Params& p) { return speculative_rows(p); },
        {},
        {}},
   };

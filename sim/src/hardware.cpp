@@ -100,6 +100,11 @@ Hardware hardware_from_json(const nlohmann::json& j, const std::string& origin) 
   if (const auto* ic = jf::find(j, "interconnect")) {
     h.nvlink_bandwidth = jf::opt_number(*ic, "nvlink_gb_s", w + ": interconnect").value_or(0) * kGiga;
     h.pcie_bandwidth = jf::opt_number(*ic, "pcie_gb_s", w + ": interconnect").value_or(0) * kGiga;
+    for (auto [key, field] : {std::pair{"nvlink_latency_us", &h.nvlink_latency_s}, std::pair{"pcie_latency_us", &h.pcie_latency_s}}) {
+      const double us = jf::opt_number(*ic, key, w + ": interconnect").value_or(0);
+      if (us < 0) throw Error(w + ": interconnect." + key + " must not be negative");
+      *field = us * 1e-6;
+    }
   }
   const double launch_us = jf::number(j, "launch_overhead_us", w);
   if (launch_us < 0) throw Error(w + ": launch_overhead_us must not be negative");

@@ -1,6 +1,7 @@
 #include "inferlab/sim/io.h"
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -18,6 +19,30 @@ std::string read_text_file(const std::filesystem::path& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::optional<int64_t> parse_integer(const std::string& text) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != text.size()) return std::nullopt;
+  return int64_t(v);
+}
+
+std::optional<double> parse_number(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
 }
 
 std::string line_col_of_offset(std::string_view text, std::size_t offset) {
@@ -45,6 +70,56 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
     throw Error(path.string() + ":" + line_col_of_offset(text, off) + ": malformed JSON: " +
                 (pos == std::string::npos ? what : what.substr(pos)));
   }
+}
+
+std::vector<CsvRecord> parse_csv_records(const std::string& text, const std::string& origin) {
+  std::vector<CsvRecord> records;
+  std::vector<std::string> rec;
+  std::string field;
+  bool in_quotes = false, field_started = false;
+  std::size_t line = 1, record_line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_quotes) {
+      if (c == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+        } else {
+          in_quotes = false;
+        }
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (c == '"') {
+      if (field_started) throw Error(origin + ":" + std::to_string(line) + ": malformed CSV: stray quote");
+      in_quotes = field_started = true;
+    } else if (c == ',') {
+      rec.push_back(field);
+      field.clear();
+      field_started = false;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      rec.push_back(field);
+      field.clear();
+      field_started = false;
+      records.push_back(CsvRecord{record_line, std::move(rec)});
+      rec.clear();
+      record_line = ++line;
+    } else {
+      field += c;
+      field_started = true;
+    }
+  }
+  if (in_quotes) throw Error(origin + ":" + std::to_string(record_line) + ": malformed CSV: unterminated quote");
+  if (field_started || !rec.empty()) {
+    rec.push_back(field);
+    records.push_back(CsvRecord{record_line, std::move(rec)});
+  }
+  return records;
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {

@@ -16,7 +16,6 @@ constexpr double kResidualFlopsPerElement = 1;
 constexpr double kSiluMulFlopsPerElement = 5;   // x / (1 + exp(-x)), then * up
 constexpr double kGeluFlopsPerElement = 8;      // tanh approximation
 constexpr double kLseBytes = 4;                 // the log-sum-exp is kept in fp32
-constexpr double kLogitBytes = 4;               // logits are produced in fp32 for sampling
 
 struct OpBuilder {
   Op op;
@@ -43,6 +42,10 @@ struct OpBuilder {
     op.flops = flops;
     op.tensor_core = false;
     op.compute_dtype = DType::fp32;
+    return *this;
+  }
+  OpBuilder& scope(OpScope s) {
+    op.scope = s;
     return *this;
   }
   OpBuilder& variant(std::string v) {
@@ -140,52 +143,124 @@ double expected_experts_touched(int64_t experts, int64_t top_k, int64_t tokens) 
   return double(experts) * (1.0 - miss);
 }
 
-Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_dtype, DType kv_dtype) {
-  if (a.batch <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.head_dim <= 0 || a.new_tokens <= 0 || a.past_tokens < 0 ||
-      a.block_size < 0 || a.splits <= 0)
-    throw Error("attention shape: sizes must be positive");
-  if (a.heads % a.kv_heads != 0)
-    throw Error("attention shape: kv_heads " + std::to_string(a.kv_heads) + " does not divide heads " +
-                std::to_string(a.heads));
+namespace {
+
+// The attention of a batch, summed over its sequences before any byte or FLOP is counted, so that a
+// uniform batch (attention_cost) and a heterogeneous one (batch_attention_op) share one formula.
+struct AttentionWork {
+  double queries = 0;        // sum of count x new tokens
+  double cached_keys = 0;    // K/V rows read from the cache (keys read minus the new ones)
+  double pairs = 0;          // (query, key) pairs computed: flash FLOPs
+  double scored = 0;         // query x key rectangle: naive scores and FLOPs
+  double table_entries = 0;  // block-table entries read (paged cache)
+  double partial_rows = 0;   // query rows x split pieces (split-KV partial outputs)
+};
+
+void check_attention_heads(int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  if (heads <= 0 || kv_heads <= 0 || head_dim <= 0) throw Error("attention shape: sizes must be positive");
+  if (heads % kv_heads != 0)
+    throw Error("attention shape: kv_heads " + std::to_string(kv_heads) + " does not divide heads " +
+                std::to_string(heads));
+}
+
+// `count` sequences of `new_tokens` queries after `past` cached tokens.
+void add_sequences(AttentionWork& w, int64_t count, int64_t new_tokens, int64_t past, AttentionVariant variant,
+                   bool causal, std::optional<int64_t> window, int64_t block_size, int64_t splits) {
+  const double b = double(count), n = double(new_tokens);
+  // flash reads each key once (only those some query can see); naive reads and scores them all.
+  const double keys = variant == AttentionVariant::flash ? double(attention_keys(new_tokens, past, window))
+                                                         : double(past + new_tokens);
+  w.queries += b * n;
+  w.cached_keys += b * (keys - n);  // rows of K/V that come from the cache; the new ones from the QKV output
+  w.pairs += b * attention_pairs(new_tokens, past, causal, window);
+  w.scored += b * n * keys;
+  if (block_size > 0) w.table_entries += b * std::ceil(double(past + new_tokens) / double(block_size));
+  w.partial_rows += b * n * double(splits);
+}
+
+Op attention_from_work(const AttentionWork& w, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                       AttentionVariant variant, bool split, DType act_dtype, DType kv_dtype) {
   const double act = dtype_bytes(act_dtype), kvb = dtype_bytes(kv_dtype);
-  const double b = double(a.batch), n = double(a.new_tokens), h = double(a.heads), d = double(a.head_dim);
-  const double q_dim = h * d, kv_dim = double(a.kv_heads) * d;
+  const double h = double(heads), d = double(head_dim);
+  const double q_dim = h * d, kv_dim = double(kv_heads) * d;
   OpBuilder ob("attention", OpClass::attention, 1);
   ob.variant(attention_variant_name(variant));
-  ob.read("Q", TensorRole::activation, b * n * q_dim * act);
-  // flash reads each key once (only those some query can see); naive reads and scores them all.
-  const double keys = variant == AttentionVariant::flash ? double(attention_keys(a.new_tokens, a.past_tokens, a.window))
-                                                         : double(a.past_tokens + a.new_tokens);
-  const double cached = keys - n;  // rows of K/V that come from the cache; the new ones from the QKV output
+  ob.read("Q", TensorRole::activation, w.queries * q_dim * act);
   for (const char* t : {"K", "V"}) {
-    if (cached > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, b * cached * kv_dim * kvb);
-    ob.read(std::string(t) + "_new", TensorRole::activation, b * n * kv_dim * act);
+    if (w.cached_keys > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, w.cached_keys * kv_dim * kvb);
+    ob.read(std::string(t) + "_new", TensorRole::activation, w.queries * kv_dim * act);
   }
-  if (a.block_size > 0) {
-    const double blocks = std::ceil(double(a.past_tokens + a.new_tokens) / double(a.block_size));
-    ob.read("block_table", TensorRole::activation, b * blocks * 4.0);
-  }
-  if (a.splits > 1) {
-    const double partial = b * h * n * double(a.splits) * (d + 2.0) * 4.0;  // O in fp32, max and sum
+  if (w.table_entries > 0) ob.read("block_table", TensorRole::activation, w.table_entries * 4.0);
+  if (split) {
+    const double partial = w.partial_rows * h * (d + 2.0) * 4.0;  // O in fp32, max and sum
     ob.write("partial_o", TensorRole::activation, partial);
     ob.read("partial_o", TensorRole::activation, partial);
   }
   if (variant == AttentionVariant::flash) {
-    ob.write("O", TensorRole::activation, b * n * q_dim * act);
-    ob.write("lse", TensorRole::activation, b * h * n * kLseBytes);
-    ob.matmul(4.0 * b * h * d * attention_pairs(a.new_tokens, a.past_tokens, a.causal, a.window), act_dtype);
+    ob.write("O", TensorRole::activation, w.queries * q_dim * act);
+    ob.write("lse", TensorRole::activation, w.queries * h * kLseBytes);
+    ob.matmul(4.0 * h * d * w.pairs, act_dtype);
   } else {
-    const double scores = b * h * n * keys * act;
+    const double scores = w.scored * h * act;
     ob.write("S", TensorRole::scores, scores);  // QK^T GEMM
     ob.read("S", TensorRole::scores, scores);   // softmax
     ob.write("P", TensorRole::scores, scores);
     ob.read("P", TensorRole::scores, scores);   // PV GEMM
-    ob.write("O", TensorRole::activation, b * n * q_dim * act);
-    ob.write("lse", TensorRole::activation, b * h * n * kLseBytes);
-    ob.matmul(4.0 * b * h * d * n * keys, act_dtype);  // the full rectangle, masked afterwards
+    ob.write("O", TensorRole::activation, w.queries * q_dim * act);
+    ob.write("lse", TensorRole::activation, w.queries * h * kLseBytes);
+    ob.matmul(4.0 * h * d * w.scored, act_dtype);  // the full rectangle, masked afterwards
     ob.op.launches = 3;
   }
   return ob.op;
+}
+
+}  // namespace
+
+Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_dtype, DType kv_dtype) {
+  if (a.batch <= 0 || a.new_tokens <= 0 || a.past_tokens < 0 || a.block_size < 0 || a.splits <= 0)
+    throw Error("attention shape: sizes must be positive");
+  check_attention_heads(a.heads, a.kv_heads, a.head_dim);
+  AttentionWork w;
+  add_sequences(w, a.batch, a.new_tokens, a.past_tokens, variant, a.causal, a.window, a.block_size, a.splits);
+  return attention_from_work(w, a.heads, a.kv_heads, a.head_dim, variant, a.splits > 1, act_dtype, kv_dtype);
+}
+
+double medusa_head_params(const ModelConfig& m) {
+  return double(m.hidden) * double(m.hidden) + double(m.hidden) * double(m.vocab);
+}
+
+std::vector<Op> medusa_head_ops(const ModelConfig& m, int64_t heads, int64_t rows, const OpOptions& o) {
+  check_positive(heads, "Medusa heads");
+  check_positive(rows, "rows");
+  const double wb = dtype_bytes(o.precision.weight), act = dtype_bytes(o.precision.act);
+  const double R = double(rows), H = double(m.hidden), V = double(m.vocab);
+  const DType mm = o.precision.act;
+  std::vector<Op> ops;
+  ops.push_back(OpBuilder("medusa_block", OpClass::gemm, heads)
+                    .read("h", TensorRole::activation, R * H * act)
+                    .read("W_medusa", TensorRole::weight, H * H * wb)
+                    .write("y", TensorRole::activation, R * H * act)
+                    .matmul(2.0 * R * H * H, mm)
+                    .scope(OpScope::after_layers)
+                    .variant("medusa")
+                    .op);
+  ops.push_back(OpBuilder("medusa_act", OpClass::elementwise, heads)
+                    .read("y", TensorRole::activation, R * H * act)
+                    .read("h", TensorRole::activation, R * H * act)
+                    .write("h_head", TensorRole::activation, R * H * act)
+                    .vector(kSiluMulFlopsPerElement * R * H)  // SiLU, and the residual add where SwiGLU multiplies
+                    .scope(OpScope::after_layers)
+                    .variant("medusa")
+                    .op);
+  ops.push_back(OpBuilder("medusa_lm_head", OpClass::gemm, heads)
+                    .read("h_head", TensorRole::activation, R * H * act)
+                    .read("W_medusa_lm_head", TensorRole::weight, V * H * wb)
+                    .write("logits", TensorRole::activation, R * V * kLogitBytes)
+                    .matmul(2.0 * R * H * V, mm)
+                    .scope(OpScope::after_layers)
+                    .variant("medusa")
+                    .op);
+  return ops;
 }
 
 int64_t plan_decode_splits(int64_t units, int64_t max_context, int64_t sm_count) {
@@ -199,37 +274,62 @@ int64_t plan_decode_splits(int64_t units, int64_t max_context, int64_t sm_count)
   return std::max<int64_t>(1, std::min(want, most));
 }
 
-Op attention_op(const ModelConfig& m, const Step& s, const OpOptions& o) {
-  AttentionShape a;
-  a.batch = s.batch;
-  a.heads = m.heads;
-  a.kv_heads = m.kv_heads;
-  a.head_dim = m.head_dim;
-  a.new_tokens = s.new_tokens;
-  a.past_tokens = s.past_tokens;
-  a.causal = o.causal;
-  a.window = m.sliding_window;
-  Op op = attention_cost(a, o.attention, o.precision.act, o.precision.kv);
+int64_t Batch::tokens() const {
+  int64_t t = 0;
+  for (const auto& q : sequences) t += q.count * q.new_tokens;
+  return t;
+}
+int64_t Batch::logit_rows() const {
+  int64_t n = 0;
+  for (const auto& q : sequences) n += q.count * q.logits;
+  return n;
+}
+Batch Batch::of(const Step& s) { return Batch{{SequenceWork{s.new_tokens, s.past_tokens, s.batch, 1}}, 0}; }
+
+Op batch_attention_op(const ModelConfig& m, const Batch& batch, const OpOptions& o) {
+  check_attention_heads(m.heads, m.kv_heads, m.head_dim);
+  if (batch.kv_block_size < 0) throw Error("KV block size must not be negative");
+  AttentionWork w;
+  for (const auto& q : batch.sequences)
+    add_sequences(w, q.count, q.new_tokens, q.past_tokens, o.attention, o.causal, m.sliding_window, batch.kv_block_size,
+                  1);
+  Op op = attention_from_work(w, m.heads, m.kv_heads, m.head_dim, o.attention, false, o.precision.act, o.precision.kv);
   op.count = m.layers;
   return op;
+}
+
+Op attention_op(const ModelConfig& m, const Step& s, const OpOptions& o) {
+  return batch_attention_op(m, Batch::of(s), o);
 }
 
 std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o) {
   check_positive(s.batch, "batch");
   check_positive(s.new_tokens, "new tokens");
   if (s.past_tokens < 0) throw Error("past tokens must not be negative");
+  return batch_ops(m, Batch::of(s), o);
+}
+
+std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOptions& o) {
+  if (batch.sequences.empty()) throw Error("a batch needs at least one sequence");
+  for (const auto& q : batch.sequences) {
+    check_positive(q.count, "sequences of a shape");
+    check_positive(q.new_tokens, "new tokens");
+    if (q.past_tokens < 0) throw Error("past tokens must not be negative");
+    if (q.logits < 0 || q.logits > q.new_tokens) throw Error("logit rows of a sequence must be in 0..new tokens");
+  }
   const double wb = dtype_bytes(o.precision.weight), act = dtype_bytes(o.precision.act);
   const double kvb = dtype_bytes(o.precision.kv);
   const DType mm = o.precision.act;  // matmuls run in the activation type; weight-only formats dequantize to it
-  const double T = double(s.tokens()), H = double(m.hidden), F = double(m.intermediate);
+  const double T = double(batch.tokens()), H = double(m.hidden), F = double(m.intermediate);
   const double qkv = double(m.q_dim() + 2 * m.kv_dim()), qd = double(m.q_dim()), kvd = double(m.kv_dim());
-  const double V = double(m.vocab), B = double(s.batch);
+  const double V = double(m.vocab), B = double(batch.logit_rows());
   const int64_t L = m.layers;
   std::vector<Op> ops;
 
   ops.push_back(OpBuilder("embedding", OpClass::memory, 1)
                     .read("W_embed_rows", TensorRole::weight, T * H * wb)
                     .write("x", TensorRole::activation, T * H * act)
+                    .scope(OpScope::before_layers)
                     .op);
   auto norm = [&](const char* name, double rows, int64_t count) {
     return OpBuilder(name, OpClass::elementwise, count)
@@ -269,7 +369,7 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
                     .read("kv_new", TensorRole::activation, T * 2 * kvd * act)
                     .write("kv_cache", TensorRole::kv_cache, T * 2 * kvd * kvb)
                     .op);
-  ops.push_back(attention_op(m, s, o));
+  ops.push_back(batch_attention_op(m, batch, o));
   ops.push_back(gemm("o_proj", L, T, qd, H, H, "W_o"));
   ops.push_back(residual("attn_residual", T));
   ops.push_back(norm("ffn_norm", T, L));
@@ -287,7 +387,7 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
   } else {
     // Each token goes to k experts; the weights read are those of the experts the step reaches.
     const double E = double(m.experts), k = double(m.experts_per_token);
-    const double touched = expected_experts_touched(m.experts, m.experts_per_token, s.tokens());
+    const double touched = expected_experts_touched(m.experts, m.experts_per_token, batch.tokens());
     const double up = m.gated_mlp ? 2 * F : F;
     ops.push_back(gemm("router", L, T, H, E, E, "W_router"));
     Op gu = gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", L, T * k, H, up, touched * up, "W_up_experts");
@@ -306,13 +406,18 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
     ops.push_back(residual("ffn_residual", T * k));  // the top-k weighted sum folds into the residual add
   }
 
-  ops.push_back(norm("final_norm", B, 1));
-  ops.push_back(OpBuilder("lm_head", OpClass::gemm, 1)
-                    .read("x", TensorRole::activation, B * H * act)
-                    .read("W_lm_head", TensorRole::weight, V * H * wb)
-                    .write("logits", TensorRole::activation, B * V * kLogitBytes)
-                    .matmul(2.0 * B * H * V, mm)
-                    .op);
+  if (B > 0) {  // no logits needed: the pass ends with the last layer
+    Op fn = norm("final_norm", B, 1);
+    fn.scope = OpScope::after_layers;
+    ops.push_back(fn);
+    ops.push_back(OpBuilder("lm_head", OpClass::gemm, 1)
+                      .read("x", TensorRole::activation, B * H * act)
+                      .read("W_lm_head", TensorRole::weight, V * H * wb)
+                      .write("logits", TensorRole::activation, B * V * kLogitBytes)
+                      .matmul(2.0 * B * H * V, mm)
+                      .scope(OpScope::after_layers)
+                      .op);
+  }
   return ops;
 }
 

@@ -102,7 +102,7 @@ TEST(Cli, ListShowsModelsHardwareAndSpecs) {
 }
 
 TEST(Cli, EveryVerbHasHelp) {
-  for (const char* verb : {"", "list", "model", "memory", "run", "plot", "ceilings"}) {
+  for (const char* verb : {"", "list", "model", "memory", "serve", "run", "plot", "ceilings"}) {
     const Result r = cli(std::string(verb) + " --help");
     EXPECT_EQ(r.status, 0) << verb;
     if (*verb) {
@@ -123,6 +123,98 @@ TEST(Cli, BadInputFailsWithAClearMessage) {
   expect_failure("model --hardware h100-sxm-80gb --context 8", "--model is required");
   expect_failure("run does-not-exist.yaml", "not found");
   expect_failure("plot nothing.csv", "not found");
+}
+
+TEST(Cli, ModelSplitsTheStepOverTensorAndPipelineRanks) {
+  const Result r = cli("model --model llama-2-70b --hardware h100-sxm-80gb --batch 8 --context 2048 --tp 2 --pp 2 --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["parallel"]["devices"], 4);
+  EXPECT_GT(j["parallel"]["tp_comm_s"].get<double>(), 0.0);
+  EXPECT_NEAR(j["parallel"]["bubble_fraction"].get<double>(), 0.5, 1e-12);  // (p - 1) / (m + p - 1), m = 1
+  int64_t allreduces = 0;
+  for (const auto& op : j["ops"])
+    if (op["op_class"] == "communication" && op["variant"] == "all_reduce") allreduces += op["count"].get<int64_t>();
+  EXPECT_EQ(allreduces, 80);  // two per layer, 40 layers on the stage
+  // Half the layers and half of each: about a quarter of the 138 GB of weights per device.
+  EXPECT_NEAR(j["parallel"]["device_memory"]["weights_bytes"].get<double>() / 1e9, 138.0 / 4, 1.0);
+  const Result text = cli("model --model llama-2-70b --hardware h100-sxm-80gb --batch 8 --context 2048 --tp 2 --pp 2");
+  ASSERT_EQ(text.status, 0) << text.all;
+  for (const char* s : {"TP 2 x PP 2 = 4 devices", "attn_allreduce", "pipeline bubble", "per device"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text.out;
+  // Degree 1 is the plain model, to the digit.
+  const auto plain = nlohmann::json::parse(cli("model --model llama-2-7b --hardware h100-sxm-80gb --context 512 --json").out);
+  const auto one = nlohmann::json::parse(cli("model --model llama-2-7b --hardware h100-sxm-80gb --context 512 --tp 1 --pp 1 --json").out);
+  EXPECT_EQ(plain["ops"], one["ops"]);
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --tp 3",
+                 "tensor-parallel degree 3 does not divide the 32 attention heads");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --pp 64", "exceeds the 32 layers");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --batch 3 --pp 2 --microbatches 2",
+                 "do not divide the batch");
+}
+
+TEST(Cli, ServeSimulatesAGeneratedTrace) {
+  const Result r = cli("serve --model llama-2-7b --hardware h100-sxm-80gb --requests 300 --rate 8 --seed 3 --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["summary"]["completed"], 300);
+  EXPECT_EQ(j["summary"]["rejected"], 0);
+  EXPECT_GT(j["summary"]["requests_per_s"].get<double>(), 0.0);
+  EXPECT_LE(j["summary"]["ttft_p50_s"].get<double>(), j["summary"]["ttft_p99_s"].get<double>());
+  EXPECT_EQ(j["config"]["scheduler"], "continuous");
+  EXPECT_EQ(j["config"]["kv"], "paged");
+  // The same seed gives the same numbers; the text form has the table.
+  EXPECT_EQ(cli("serve --model llama-2-7b --hardware h100-sxm-80gb --requests 300 --rate 8 --seed 3 --json").out, r.out);
+  const Result text = cli("serve --model llama-2-7b --hardware h100-sxm-80gb --requests 100 --scheduler static --kv contiguous");
+  ASSERT_EQ(text.status, 0) << text.all;
+  for (const char* s : {"time to first token", "p99", "requests/s", "KV memory", "scheduler static"})
+    EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text.out;
+}
+
+TEST(Cli, ServeReadsATraceFileAndWritesItsTimeline) {
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_serve_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  const std::string t = (dir / "t.csv").string();
+  // Request 2 needs more KV than 0.05 GiB hold (~100 tokens): rejected with a reason, the others served.
+  inferlab::write_file_atomic(t, "arrival_s,prompt_tokens,output_tokens\n0,20,5\n0.01,30,8\n0.02,900,50\n0.5,10,3\n");
+  const std::string files = " --chrome-trace '" + (dir / "ct.json").string() + "' --timeline '" +
+                            (dir / "it.csv").string() + "' --requests-csv '" + (dir / "rq.csv").string() + "'";
+  const Result r = cli("serve --model llama-2-7b --hardware h100-sxm-80gb --kv-gib 0.05 --trace '" + t + "'" + files);
+  ASSERT_EQ(r.status, 0) << r.all;
+  EXPECT_NE(r.out.find("rejected request 2: needs 949 tokens of KV cache"), std::string::npos) << r.out;
+  const auto trace = nlohmann::json::parse(inferlab::read_text_file(dir / "ct.json"));
+  EXPECT_GT(trace["traceEvents"].size(), 10u);
+  const std::string rq = inferlab::read_text_file(dir / "rq.csv");
+  EXPECT_NE(rq.find("completed"), std::string::npos);
+  EXPECT_NE(rq.find("rejected"), std::string::npos);
+  EXPECT_NE(inferlab::read_text_file(dir / "it.csv").find("kv_used_bytes"), std::string::npos);
+
+  // A malformed row names the file and the line, and nothing is written.
+  const std::string bad = (dir / "bad.csv").string();
+  inferlab::write_file_atomic(bad, "arrival_s,prompt_tokens,output_tokens\n0,20,5\n1,-4,8\n");
+  fs::remove(dir / "ct.json");
+  expect_failure("serve --model llama-2-7b --hardware h100-sxm-80gb --trace '" + bad + "'" + files,
+                 "bad.csv:3 (request 1): field 'prompt_tokens' must be positive, got -4");
+  EXPECT_FALSE(fs::exists(dir / "ct.json"));
+  inferlab::write_file_atomic(bad, "arrival_s,prompt_tokens,output_tokens\n3,20,5\n1,4,8\n");
+  expect_failure("serve --model llama-2-7b --hardware h100-sxm-80gb --trace '" + bad + "'", "must be sorted by arrival");
+  inferlab::write_file_atomic(bad, "arrival_s,prompt_tokens,output_tokens\n3,20\n");
+  expect_failure("serve --model llama-2-7b --hardware h100-sxm-80gb --trace '" + bad + "'", "missing field 'output_tokens'");
+  fs::remove_all(dir);
+}
+
+TEST(Cli, ServeBadInputFailsWithAClearMessage) {
+  const std::string base = "serve --model llama-2-7b --hardware h100-sxm-80gb --requests 10 ";
+  expect_failure(base + "--scheduler greedy", "unknown scheduler 'greedy'");
+  expect_failure(base + "--kv virtual", "unknown KV allocator 'virtual'");
+  expect_failure(base + "--priority later", "unknown priority 'later'");
+  expect_failure(base + "--tp 3", "does not divide the 32 attention heads");
+  expect_failure(base + "--block-size 0", "'block_size' must be at least 1");
+  expect_failure(base + "--max-batch-tokens 100", "at least max_len");
+  expect_failure(base + "--chrome-trace /nonexistent/dir/t.json", "does not exist");
+  expect_failure("serve --model llama-2-70b --hardware h100-sxm-80gb --requests 10", "leave no KV memory");
+  expect_failure("serve --model llama-2-7b --hardware h100-sxm-80gb --trace missing.csv", "trace file not found");
+  expect_failure("serve --model llama-2-7b --hardware h100-sxm-80gb --trace t.csv --rate 3", "excludes");
 }
 
 TEST(Cli, RunRejectsMalformedSpecWithoutWritingAnything) {

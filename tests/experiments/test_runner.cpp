@@ -132,6 +132,51 @@ TEST_F(Runner, BadPointIsReportedWithItsLineBeforeAnythingIsWritten) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "small.csv"));
 }
 
+TEST_F(Runner, SystemScenariosWriteTheirRows) {
+  const Spec serving = parse_spec(R"(
+name: serving
+scenario: serving
+fixed: {model: llama-2-7b, hardware: h100-sxm-80gb, requests: 100, rate: 20, max_len: 2048, sample_every_s: 1}
+sweep: {scheduler: [static, continuous], kv: [contiguous, paged]}
+)", dir_ / "serving.yaml");
+  const ResultTable t = read_csv(run_spec(serving, options(), no_gpu()).csv);
+  const auto summaries = t.where("row", "summary");
+  ASSERT_EQ(summaries.size(), 4u);
+  for (const auto* r : summaries) EXPECT_EQ(r->at("completed"), "100");
+  EXPECT_GT(t.where("row", "timeline").size(), 4u);
+
+  const Spec parallel = parse_spec(R"(
+name: parallel
+scenario: parallel
+fixed: {model: llama-2-70b, hardware: h100-sxm-80gb, batch: 4, context: 1024, dtype: fp16}
+cases: [{tp: 1, pp: 1}, {tp: 8, pp: 1}, {tp: 2, pp: 4}]
+)", dir_ / "parallel.yaml");
+  const ResultTable p = read_csv(run_spec(parallel, options(), no_gpu()).csv);
+  ASSERT_EQ(p.rows.size(), 3u);
+  EXPECT_EQ(p.rows[0].at("fits"), "false");  // 138 GB of weights on one 80 GB device
+  EXPECT_EQ(p.rows[1].at("fits"), "true");
+  EXPECT_EQ(p.rows[0].at("comm_share"), "0");
+  EXPECT_GT(std::stod(p.rows[1].at("comm_share")), 0.0);
+
+  const Spec spec = parse_spec(R"(
+name: speculative
+scenario: speculative
+fixed: {target: llama-2-70b, draft: llama-2-7b, hardware: h100-sxm-80gb, dtype: fp16}
+sweep: {drafter: [model, ngram], alpha: [0, 0.8], gamma: [1, 4]}
+)", dir_ / "speculative.yaml");
+  const ResultTable s = read_csv(run_spec(spec, options(), no_gpu()).csv);
+  ASSERT_EQ(s.rows.size(), 8u);
+  for (const auto& r : s.rows) {
+    if (r.at("alpha") == "0") {
+      EXPECT_EQ(r.at("expected_tokens"), "1");
+      EXPECT_EQ(r.at("optimal_gamma"), "0");
+    }
+  }
+  const Spec bad = parse_spec("scenario: speculative\nfixed: {target: llama-2-70b, hardware: l4, alpha: 0.5, gamma: 2}\n",
+                              dir_ / "bad.yaml");
+  EXPECT_THROW(run_spec(bad, options(), no_gpu()), Error);  // drafter model without a draft
+}
+
 TEST_F(Runner, UnknownNamesAreListed) {
   auto expect_error = [&](const std::string& yaml, const std::string& needle) {
     try {

@@ -44,12 +44,52 @@ with tempfile.TemporaryDirectory() as d:
             for b in (1, 2, 4, 8):
                 w.writerow(["m", hw, b, 13.5e9, 2.1e9 * b, 0.3e9, cap, hw])
 
+    serve_csv = os.path.join(d, "serve.csv")
+    with open(serve_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["scheduler", "kv", "rate", "row", "requests_per_s", "latency_p99_s", "time_s", "kv_reserved_bytes"])
+        for sch, cap in (("static", 5.0), ("continuous", 14.0)):
+            for kv in ("contiguous", "paged"):
+                for rate in (1, 4, 8, 16, 32):
+                    tput = min(rate, cap * (1.5 if kv == "paged" else 1.0))
+                    w.writerow([sch, kv, rate, "summary", tput, 10 + 100 * rate / cap, "", ""])
+                for t in range(50):
+                    w.writerow([sch, kv, 8, "timeline", "", "", t * 0.5, 1e9 * (t % 7)])
+    par_csv = os.path.join(d, "par.csv")
+    with open(par_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["layout", "batch", "weights_bytes", "kv_cache_bytes", "capacity_bytes", "capacity_label", "fits",
+                    "step_compute_s", "step_tp_comm_s", "comm_share"])
+        for b in (1, 32):
+            for tp, pp in ((1, 1), (2, 1), (4, 1), (1, 2), (2, 2)):
+                w.writerow([f"TP{tp} x PP{pp}", b, 138e9 / (tp * pp), 1e9 * b / (tp * pp), 85.5e9, "h100 (80 GB)",
+                            "false" if tp * pp == 1 else "true", 0.05 / tp, 0.002 * (tp - 1), 0.04 * (tp - 1)])
+    spec_csv = os.path.join(d, "spec.csv")
+    with open(spec_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["drafter", "alpha", "gamma", "speedup", "optimal_gamma"])
+        for drafter, c in (("model", 0.3), ("ngram", 0.0)):
+            for a in (0.3, 0.5, 0.7, 0.9):
+                best = max(range(0, 9), key=lambda g: (1 - a ** (g + 1)) / (1 - a) / (g * c + 1))
+                for g in range(1, 9):
+                    w.writerow([drafter, a, g, (1 - a ** (g + 1)) / (1 - a) / (g * c + 1), best])
+
     cases = [
         (model_csv, {"name": "r", "kind": "roofline", "facet": ["hardware"], "where": {"batch": [1, 8.0]}}),
         (model_csv, {"name": "l", "kind": "line", "x": "batch", "y": ["predicted_s", "ai"],
                      "series": ["hardware", "op"], "hlines": {"ai": "ridge"}, "logx": True, "logy": True,
                      "exclude": {"op": "rope"}}),
         (mem_csv, {"name": "m", "kind": "memory", "x": "batch", "facet": "model"}),
+        (serve_csv, {"name": "curve", "kind": "line", "x": "requests_per_s", "y": "latency_p99_s",
+                     "series": ["scheduler", "kv"], "sort_by": "rate", "where": {"row": "summary"}, "logy": True}),
+        (serve_csv, {"name": "timeline", "kind": "line", "x": "time_s", "y": "kv_reserved_bytes",
+                     "series": ["scheduler", "kv"], "where": {"row": "timeline"}, "markers": False}),
+        (par_csv, {"name": "bars", "kind": "bars", "x": "layout", "stack": ["weights_bytes", "kv_cache_bytes"],
+                   "labels": ["weights", "KV"], "hline": "capacity_bytes", "facet": ["batch"]}),
+        (par_csv, {"name": "split", "kind": "bars", "x": "layout", "stack": ["step_compute_s", "step_tp_comm_s"],
+                   "annotate": "comm_share", "ylabel": "step (ms)"}),
+        (spec_csv, {"name": "heat", "kind": "heatmap", "x": "gamma", "y": "alpha", "z": "speedup",
+                    "overlay": "optimal_gamma", "center": 1, "facet": ["drafter"]}),
     ]
     for csv_path, plot in cases:
         spec = os.path.join(d, plot["name"] + ".json")
@@ -72,7 +112,10 @@ with tempfile.TemporaryDirectory() as d:
     # Bad input: an unknown kind and a missing column fail with a message and a non-zero exit.
     for plot, needle in (({"kind": "pie"}, "unknown plot kind"),
                          ({"kind": "line", "x": "batch", "y": "nope"}, "column 'nope'"),
-                         ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left")):
+                         ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left"),
+                         ({"kind": "bars", "x": "batch"}, "needs x and stack"),
+                         ({"kind": "heatmap", "x": "batch", "y": "ai"}, "needs x, y and z"),
+                         ({"kind": "heatmap", "x": "batch", "y": "ai", "z": "nope"}, "column 'nope'")):
         spec = os.path.join(d, "bad.json")
         with open(spec, "w") as f:
             json.dump(plot, f)

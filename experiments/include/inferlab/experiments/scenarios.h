@@ -8,6 +8,15 @@
 //           arithmetic intensity, roofline terms, predicted time, bound, share of the step.
 //   memory  one row per point: weights, KV cache, activations, fit on the hardware, the largest
 //           batch / context that fits, contiguous vs paged KV reservation.
+//   model with tp/pp/microbatches: the op rows are one device of the slowest pipeline stage for one
+//           micro-batch, followed by its collectives (op_class communication); the total row is the
+//           whole step (sim/parallel.h) with its compute / communication / bubble split.
+//   parallel   one row per point: per-device memory and the step's time split for a TP x PP layout;
+//              tokens_per_s is one batch at a time, pipelined_tokens_per_s the pipeline kept full
+//              (pp batches in flight, whose extra KV caches the memory columns do not count).
+//   serving    a request trace through the serving simulator (sim/serving.h): one summary row, and
+//              with sample_every_s > 0 rows of the KV memory over time (row = timeline).
+//   speculative  speedup of speculative decoding at (alpha, gamma) for a drafter (sim/speculative.h).
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,7 +27,9 @@
 #include "inferlab/sim/memory.h"
 #include "inferlab/sim/model.h"
 #include "inferlab/sim/ops.h"
+#include "inferlab/sim/parallel.h"
 #include "inferlab/sim/roofline.h"
+#include "inferlab/sim/serving.h"
 
 namespace inferlab {
 
@@ -52,7 +63,10 @@ struct ModelPoint {
   Hardware hardware;
   Step step;
   OpOptions options;
-  StepPrediction prediction;
+  Parallelism par;
+  ParallelPrediction parallel;  // the whole step on par (tp = pp = 1: the plain model)
+  StepPrediction prediction;    // one device of the slowest stage, one micro-batch
+  DeviceMemory memory;          // the fullest device, with the memory scenario's default options
 };
 ModelPoint evaluate_model_point(const Params& p);
 std::vector<Row> model_rows(const ModelPoint& mp);
@@ -93,8 +107,29 @@ struct DecodePoint {
 DecodePoint evaluate_decode_point(const Params& p);
 std::vector<Row> decode_rows(const DecodePoint& dp);
 
+// parallel: the model point's step and memory on a TP x PP layout, as one row.
+std::vector<Row> parallel_rows(const ModelPoint& mp);
+
 // kv_trace: contiguous vs paged KV memory over a served request trace (src/kv_trace.cpp).
 std::vector<Row> kv_trace_rows(const Params& p);
+
+// serving (src/serving_scenario.cpp).
+struct ServingPoint {
+  ModelConfig model;
+  Hardware hardware;
+  Precision precision;
+  int64_t tp = 1;
+  ServingConfig config;
+  std::string trace_source;  // the file, or how the trace was generated
+  std::vector<Request> trace;
+  ServingResult result;
+  ServingSummary summary;
+};
+ServingPoint evaluate_serving_point(const Params& p);
+std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s);
+
+// speculative (src/speculative_scenario.cpp).
+std::vector<Row> speculative_rows(const Params& p);
 
 // A row of one operator: its cost, its roofline prediction, and empty measured columns.
 Row op_row(const Op& op, const Prediction& pr, double step_time_s);

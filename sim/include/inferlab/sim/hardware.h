@@ -33,6 +33,8 @@ struct Hardware {
   std::map<std::string, double> vector;         // non-tensor FLOP/s: "fp32", "fp64" (, "fp16")
   double nvlink_bandwidth = 0;  // bytes/s, bidirectional total per GPU; 0 when absent
   double pcie_bandwidth = 0;    // bytes/s, bidirectional total
+  double nvlink_latency_s = 0;  // per step of a ring collective (alpha); 0 when absent
+  double pcie_latency_s = 0;
   double launch_overhead_s = 0; // per kernel launch, added to every op's roofline time
   std::vector<std::string> device_names;  // CUDA device names of this GPU
   std::string ceilings_source = "datasheet";  // or "measured <file> (<date>)"

@@ -7,7 +7,9 @@
 // A step runs `new_tokens` tokens for each of `batch` sequences that already hold `past_tokens`
 // tokens of KV cache:
 //   prefill(b, s):  new = s, past = 0          decode(b, c): new = 1, past = c - 1
-// (chunked prefill is new = chunk, past = tokens done). Per layer, unfused, in launch order:
+// (chunked prefill is new = chunk, past = tokens done). A serving engine's iteration mixes shapes:
+// some sequences prefill a chunk while others decode one token; batch_ops costs such a Batch as ONE
+// forward pass (see Batch below). Per layer, unfused, in launch order:
 //   attn_norm, qkv_proj, rope, kv_cache_write, attention, o_proj, attn_residual,
 //   ffn_norm, gate_up_proj (up_proj for two-matrix MLPs), act, down_proj, ffn_residual
 // (MoE adds router, and the MLP ops cover the experts the tokens reach), and once per step:
@@ -36,6 +38,13 @@ enum class Phase { prefill, decode };
 enum class AttentionVariant { naive, flash };
 enum class OpClass { gemm, attention, elementwise, memory };
 enum class TensorRole { weight, activation, kv_cache, scores };
+// Where an op sits in the network: once before the layers (embedding), in every layer (count =
+// layers), or once after them (final_norm, lm_head). Pipeline stages hold a range of layers; the
+// first stage also runs the ops before, the last those after (sim/parallel.h).
+enum class OpScope { before_layers, layer, after_layers };
+
+// Logits are produced in fp32 for sampling (lm_head output, and what tensor parallelism gathers).
+inline constexpr double kLogitBytes = 4;
 
 std::string phase_name(Phase p);
 Phase parse_phase(const std::string& s);
@@ -57,6 +66,7 @@ struct Op {
   std::string variant;     // attention: "flash"/"naive"; MoE MLP: "moe"; else empty
   int64_t count = 1;       // instances per step (the layer count for per-layer ops)
   int launches = 1;        // kernel launches per instance
+  OpScope scope = OpScope::layer;
   double flops = 0;        // per instance; matmul FLOPs count 2 per multiply-add
   bool tensor_core = false;  // flops run as matrix products in compute_dtype (else FP32 vector units)
   DType compute_dtype = DType::fp32;
@@ -103,6 +113,45 @@ int64_t attention_keys(int64_t new_tokens, int64_t past, std::optional<int64_t> 
 double expected_experts_touched(int64_t experts, int64_t top_k, int64_t tokens);
 
 std::vector<Op> step_ops(const ModelConfig& model, const Step& step, const OpOptions& options);
+
+// One forward pass over a heterogeneous batch, as a serving engine runs an iteration: each entry is
+// `count` sequences that bring `new_tokens` tokens (a prompt chunk, or 1 when decoding) after
+// `past_tokens` tokens already in their KV cache. Counted as one pass, not a sum of steps:
+//   - every weight is read once; the GEMMs run over all the batch's tokens (sum of new tokens);
+//   - attention is one launch per layer in which each sequence attends over its own context (its
+//     FLOPs, K/V reads and outputs are summed over the sequences, no padding), costed as ONE
+//     roofline term: the compute of prefill chunks overlaps the KV reads of decodes, as in a fused
+//     variable-length kernel (FlashInfer, vLLM's unified attention); separate prefill and decode
+//     kernels would take the sum of the two terms instead;
+//   - logits (final_norm, lm_head) for `logits` positions of each sequence: 1 for a decode or the
+//     chunk that completes a prompt, 0 for an earlier chunk of it, every new token when a target
+//     model verifies drafted tokens (speculative decoding); no lm_head at all when no row needs one.
+// A paged cache (kv_block_size > 0) adds the block-table reads of attention.
+// Not counted: padding, the sampler itself, and the host-side scheduling between iterations.
+struct SequenceWork {
+  int64_t new_tokens = 1;
+  int64_t past_tokens = 0;
+  int64_t count = 1;
+  int64_t logits = 1;  // positions whose logits are computed (0 .. new_tokens)
+};
+struct Batch {
+  std::vector<SequenceWork> sequences;
+  int64_t kv_block_size = 0;  // tokens per KV block of a paged cache; 0: contiguous
+  int64_t tokens() const;     // new tokens of the pass
+  int64_t logit_rows() const; // positions whose logits are computed
+  static Batch of(const Step& step);  // `batch` sequences of the step's shape, logits of each last token
+};
+// Throws inferlab::Error on an empty batch or non-positive sizes. step_ops(m, s, o) is
+// batch_ops(m, Batch::of(s), o).
+std::vector<Op> batch_ops(const ModelConfig& model, const Batch& batch, const OpOptions& options);
+// The attention op of batch_ops alone (count = layers): what varies from one iteration to the next.
+Op batch_attention_op(const ModelConfig& model, const Batch& batch, const OpOptions& options);
+
+// Medusa-1 draft heads (Cai et al. 2024) on `rows` hidden states (one per sequence): each head is a
+// residual block (a hidden x hidden GEMM, SiLU, the residual add) and its own lm_head (hidden x
+// vocab); count = heads. They run after the target's last layer, in the same pass.
+std::vector<Op> medusa_head_ops(const ModelConfig& model, int64_t heads, int64_t rows, const OpOptions& options);
+double medusa_head_params(const ModelConfig& model);  // one head
 
 // The attention core of one layer as a bare shape: what kernels/attention computes, and what its
 // benchmarks and experiments charge it with. `new_tokens` queries per sequence follow `past_tokens`

@@ -5,6 +5,8 @@
 // sigma 1, clipped to [min, max]; arrivals are a Poisson process.
 // The sampling is sim/rng.h (splitmix64 + Box-Muller), the same on every machine.
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 namespace inferlab {
@@ -25,5 +27,16 @@ struct Request {
 };
 
 std::vector<Request> generate_trace(const TraceSpec& spec);
+
+// A trace file: CSV with a header naming (in any order, other columns ignored)
+//   arrival_s       seconds since the start, non-negative, rows sorted by it (ties allowed)
+//   prompt_tokens   positive integer
+//   output_tokens   positive integer (tokens the request generates, the first one included)
+// Request ids are the row order (0-based). A malformed row (a missing or empty field, a value that is
+// not a number, a non-positive length, an arrival before the previous row's) throws inferlab::Error
+// "FILE:LINE (request N): ..."; a missing column or an empty file names the file.
+std::vector<Request> read_trace_csv(const std::filesystem::path& path);
+std::vector<Request> parse_trace_csv(const std::string& text, const std::string& origin);
+std::string trace_csv(const std::vector<Request>& trace);
 
 }  // namespace inferlab
