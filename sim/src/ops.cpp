@@ -4,9 +4,13 @@
 #include <cmath>
 
 #include "inferlab/sim/error.h"
+#include "op_builder.h"
 
 namespace inferlab {
 namespace {
+
+using detail::check_positive;
+using detail::OpBuilder;
 
 // FLOPs per element of the non-matmul operators (FP32 vector units). Rough by nature; they only
 // matter when such an op is compute-bound, which none is on any GPU we model.
@@ -17,43 +21,6 @@ constexpr double kSiluMulFlopsPerElement = 5;   // x / (1 + exp(-x)), then * up
 constexpr double kGeluFlopsPerElement = 8;      // tanh approximation
 constexpr double kLseBytes = 4;                 // the log-sum-exp is kept in fp32
 constexpr double kLogitBytes = 4;               // logits are produced in fp32 for sampling
-
-struct OpBuilder {
-  Op op;
-  OpBuilder(std::string name, OpClass c, int64_t count) {
-    op.name = std::move(name);
-    op.op_class = c;
-    op.count = count;
-  }
-  OpBuilder& read(std::string t, TensorRole r, double bytes) {
-    op.traffic.push_back({std::move(t), r, false, bytes});
-    return *this;
-  }
-  OpBuilder& write(std::string t, TensorRole r, double bytes) {
-    op.traffic.push_back({std::move(t), r, true, bytes});
-    return *this;
-  }
-  OpBuilder& matmul(double flops, DType t) {
-    op.flops = flops;
-    op.tensor_core = true;
-    op.compute_dtype = t;
-    return *this;
-  }
-  OpBuilder& vector(double flops) {
-    op.flops = flops;
-    op.tensor_core = false;
-    op.compute_dtype = DType::fp32;
-    return *this;
-  }
-  OpBuilder& variant(std::string v) {
-    op.variant = std::move(v);
-    return *this;
-  }
-};
-
-void check_positive(int64_t v, const char* what) {
-  if (v <= 0) throw Error(std::string(what) + " must be positive, got " + std::to_string(v));
-}
 
 }  // namespace
 

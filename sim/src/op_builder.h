@@ -1,0 +1,50 @@
+#pragma once
+// Internal to sim/: the builder the cost functions (ops.cpp, linear.cpp) list an operator's tensor
+// traffic and FLOPs with, and the size check they share.
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/ops.h"
+
+namespace inferlab::detail {
+
+struct OpBuilder {
+  Op op;
+  OpBuilder(std::string name, OpClass c, int64_t count) {
+    op.name = std::move(name);
+    op.op_class = c;
+    op.count = count;
+  }
+  OpBuilder& read(std::string t, TensorRole r, double bytes) {
+    op.traffic.push_back({std::move(t), r, false, bytes});
+    return *this;
+  }
+  OpBuilder& write(std::string t, TensorRole r, double bytes) {
+    op.traffic.push_back({std::move(t), r, true, bytes});
+    return *this;
+  }
+  OpBuilder& matmul(double flops, DType t) {
+    op.flops = flops;
+    op.tensor_core = true;
+    op.compute_dtype = t;
+    return *this;
+  }
+  OpBuilder& vector(double flops) {
+    op.flops = flops;
+    op.tensor_core = false;
+    op.compute_dtype = DType::fp32;
+    return *this;
+  }
+  OpBuilder& variant(std::string v) {
+    op.variant = std::move(v);
+    return *this;
+  }
+};
+
+inline void check_positive(int64_t v, const char* what) {
+  if (v <= 0) throw Error(std::string(what) + " must be positive, got " + std::to_string(v));
+}
+
+}  // namespace inferlab::detail
