@@ -353,6 +353,32 @@ std::vector<Row> decode_rows(const DecodePoint& dp) {
   return {r};
 }
 
+LinearPoint evaluate_linear_point(const Params& p) {
+  LinearPoint lp;
+  lp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  lp.format = parse_weight_format(get(p, "format"));
+  lp.shape = LinearShape{param_int(p, "m"), param_int(p, "n"), param_int(p, "k")};
+  lp.cost = linear_cost(lp.shape, lp.format);
+  lp.prediction = predict(lp.cost, lp.hardware);
+  lp.bf16_cost = linear_cost(lp.shape, WeightFormat::bf16);
+  lp.bf16_prediction = predict(lp.bf16_cost, lp.hardware);
+  return lp;
+}
+
+std::vector<Row> linear_rows(const LinearPoint& lp) {
+  Row r = op_row(lp.cost, lp.prediction, lp.prediction.total_s);
+  r.insert(r.begin() + 3, {"shape", std::to_string(lp.shape.n) + "x" + std::to_string(lp.shape.k)});
+  const double wb = lp.cost.bytes(TensorRole::weight);
+  r.emplace_back("weight_bytes", num(wb));
+  r.emplace_back("ideal_speedup_bytes", num(lp.bf16_cost.bytes(TensorRole::weight) / wb));
+  r.emplace_back("predicted_bf16_s", num(lp.bf16_prediction.total_s));
+  r.emplace_back("predicted_speedup", num(lp.bf16_prediction.total_s / lp.prediction.total_s));
+  r.emplace_back("ceilings", lp.hardware.ceilings_source);
+  for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
+  for (const char* c : {"measured_bf16_s", "measured_speedup", "rel_error"}) r.emplace_back(c, "");
+  return {r};
+}
+
 const std::vector<Scenario>& scenarios() {
   static const std::vector<Scenario> all = {
       {"model",
@@ -417,6 +443,18 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return decode_rows(evaluate_decode_point(p)); },
        decode_preflight(),
        decode_measure()},
+      {"linear",
+       "a linear layer Y[m, n] = X[m, k] W[n, k]^T with its weight in one format (kernels/gemm): bf16, fp16, "
+       "int8, int4, fp8, sparse24; predicted and measured time, speedup over bf16, error",
+       {{"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"format", "bf16", "weight format: " + join(known_weight_formats(), ", ")},
+        {"m", "1", "tokens (rows of X)"},
+        {"n", "", "output features (rows of W)"},
+        {"k", "", "input features"}},
+       [](const Params& p) { return linear_rows(evaluate_linear_point(p)); },
+       linear_preflight(),
+       linear_measure()},
       {"kv_trace",
        "KV memory over a served request trace: contiguous max-length reservation vs paged blocks (8/16/32), "
        "measured from the real allocator and predicted by sim/memory",

@@ -8,6 +8,9 @@
 //           arithmetic intensity, roofline terms, predicted time, bound, share of the step.
 //   memory  one row per point: weights, KV cache, activations, fit on the hardware, the largest
 //           batch / context that fits, contiguous vs paged KV reservation.
+//   linear  one row per point: a linear layer m x n x k in one weight format (sim/linear.h), its
+//           predicted time beside that of bf16 on the same shape (the predicted speedup), and on
+//           a GPU the measured time, the measured cuBLAS bf16 time and the output's error.
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "inferlab/experiments/results.h"
 #include "inferlab/experiments/spec.h"
 #include "inferlab/sim/hardware.h"
+#include "inferlab/sim/linear.h"
 #include "inferlab/sim/memory.h"
 #include "inferlab/sim/model.h"
 #include "inferlab/sim/ops.h"
@@ -92,6 +96,16 @@ struct DecodePoint {
 };
 DecodePoint evaluate_decode_point(const Params& p);
 std::vector<Row> decode_rows(const DecodePoint& dp);
+
+struct LinearPoint {
+  Hardware hardware;
+  LinearShape shape;
+  WeightFormat format = WeightFormat::bf16;
+  Op cost, bf16_cost;                     // the format's and dense bf16's on the same shape
+  Prediction prediction, bf16_prediction;
+};
+LinearPoint evaluate_linear_point(const Params& p);
+std::vector<Row> linear_rows(const LinearPoint& lp);
 
 // kv_trace: contiguous vs paged KV memory over a served request trace (src/kv_trace.cpp).
 std::vector<Row> kv_trace_rows(const Params& p);
