@@ -356,7 +356,11 @@ std::vector<Row> decode_rows(const DecodePoint& dp) {
 LinearPoint evaluate_linear_point(const Params& p) {
   LinearPoint lp;
   lp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
-  lp.format = parse_weight_format(get(p, "format"));
+  try {
+    lp.format = parse_weight_format(get(p, "format"));
+  } catch (const Error& e) {
+    throw Error(std::string("parameter 'format': ") + e.what());
+  }
   lp.shape = LinearShape{param_int(p, "m"), param_int(p, "n"), param_int(p, "k")};
   lp.cost = linear_cost(lp.shape, lp.format);
   lp.prediction = predict(lp.cost, lp.hardware);

@@ -44,12 +44,33 @@ with tempfile.TemporaryDirectory() as d:
             for b in (1, 2, 4, 8):
                 w.writerow(["m", hw, b, 13.5e9, 2.1e9 * b, 0.3e9, cap, hw])
 
+    # Linear-layer rows as the compression spec writes them: measured columns filled for some
+    # shapes and empty (predict-only) for others.
+    lin_csv = os.path.join(d, "linear.csv")
+    with open(lin_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["shape", "format", "m", "predicted_speedup", "measured_speedup", "rel_error"])
+        for shape, measured in (("4096x4096", True), ("14336x4096", True), ("1024x4096", False)):
+            for fmt, ideal, err in (("bf16", 1.0, 0.0), ("int8", 2.0, 2e-3), ("int4", 3.8, 3e-2)):
+                for m in (1, 2, 4, 8, 16, 32, 64):
+                    pred = 1 + (ideal - 1) / (1 + m / 64)
+                    w.writerow([shape, fmt, m, pred, pred * 0.9 if measured else "",
+                                err * (1 + m / 100) if measured else ""])
+
     cases = [
         (model_csv, {"name": "r", "kind": "roofline", "facet": ["hardware"], "where": {"batch": [1, 8.0]}}),
         (model_csv, {"name": "l", "kind": "line", "x": "batch", "y": ["predicted_s", "ai"],
                      "series": ["hardware", "op"], "hlines": {"ai": "ridge"}, "logx": True, "logy": True,
                      "exclude": {"op": "rope"}}),
         (mem_csv, {"name": "m", "kind": "memory", "x": "batch", "facet": "model"}),
+        (lin_csv, {"name": "lf", "kind": "line", "x": "m", "y": ["measured_speedup"], "series": ["format"],
+                   "compare": {"measured_speedup": "predicted_speedup"}, "facet": ["shape"], "wrap": 2,
+                   "logx": True}),
+        (lin_csv, {"name": "lp", "kind": "line", "x": "m", "y": ["measured_speedup"], "series": ["format"],
+                   "compare": {"measured_speedup": "predicted_speedup"}, "where": {"shape": "1024x4096"}}),
+        (lin_csv, {"name": "b", "kind": "bar", "x": "format", "y": "rel_error", "series": ["shape"], "logy": True}),
+        (lin_csv, {"name": "be", "kind": "bar", "x": "format", "y": "rel_error", "facet": "shape",
+                   "where": {"shape": "1024x4096"}}),
     ]
     for csv_path, plot in cases:
         spec = os.path.join(d, plot["name"] + ".json")
@@ -68,11 +89,25 @@ with tempfile.TemporaryDirectory() as d:
         with open(f"{out}.png", "rb") as f:
             if f.read(8) != b"\x89PNG\r\n\x1a\n":
                 failures.append(f"{plot['kind']}: not a PNG")
+        with open(f"{out}.svg") as f:
+            svg = f.read()
+        # What each figure must show: predict-only rows still draw the dashed model curve, a panel
+        # without values says so, a wrapped facet gives one titled panel per shape, bars are drawn.
+        expect = {"lf": ["shape=4096x4096", "shape=1024x4096", "dashed: predicted_speedup"],
+                  "lp": ["dashed: predicted_speedup"], "b": ["14336x4096"], "be": ["no values of rel_error"]}
+        for needle in expect.get(plot["name"], []):
+            if needle not in svg:
+                failures.append(f"{plot['name']}: '{needle}' not in the figure")
+        if plot["name"] == "lp" and svg.count("stroke-dasharray") < 3:
+            failures.append("lp: the predicted curves of predict-only rows are not drawn (dashed)")
+        if plot["name"] in ("lp", "b") and "no values of" in svg:
+            failures.append(f"{plot['name']}: claims to have no values")
 
     # Bad input: an unknown kind and a missing column fail with a message and a non-zero exit.
     for plot, needle in (({"kind": "pie"}, "unknown plot kind"),
                          ({"kind": "line", "x": "batch", "y": "nope"}, "column 'nope'"),
-                         ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left")):
+                         ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left"),
+                         ({"kind": "bar", "x": "batch", "y": ["ai", "flops"]}, "one y column")):
         spec = os.path.join(d, "bad.json")
         with open(spec, "w") as f:
             json.dump(plot, f)
