@@ -75,6 +75,16 @@ Precision param_precision(const Params& p, const ModelConfig& m) {
   return Precision{one("weight_dtype"), one("act_dtype"), one("kv_dtype")};
 }
 
+std::optional<WeightFormat> param_weight_format(const Params& p) {
+  auto it = p.find("weight_format");
+  if (it == p.end() || it->second == "none") return std::nullopt;
+  try {
+    return parse_weight_format(it->second);
+  } catch (const Error& e) {
+    throw Error(std::string("parameter 'weight_format': ") + e.what() + " or none");
+  }
+}
+
 ModelPoint evaluate_model_point(const Params& p) {
   ModelPoint mp;
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
@@ -83,6 +93,7 @@ ModelPoint evaluate_model_point(const Params& p) {
   mp.options.precision = param_precision(p, mp.model);
   mp.options.attention = parse_attention_variant(get(p, "attention"));
   mp.options.causal = param_bool(p, "causal");
+  mp.options.weight_format = param_weight_format(p);
   mp.prediction = predict_step(step_ops(mp.model, mp.step, mp.options), mp.hardware);
   return mp;
 }
@@ -395,6 +406,9 @@ const std::vector<Scenario>& scenarios() {
                        {"attention", "flash", "naive or flash"},
                        {"causal", "true", "causal mask in prefill"},
                        {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"},
+                       {"weight_format", "none",
+                        "weights of the layer GEMMs (qkv/o/gate_up/down): none (dense in the weight dtype), " +
+                            join(known_weight_formats(), ", ")},
                        {"ceilings", "auto", "auto (measured when data/hardware/<id>.measured.json exists), datasheet, measured"}}),
        [](const Params& p) { return model_rows(evaluate_model_point(p)); },
        {},

@@ -87,20 +87,25 @@ WeightBytes weight_format_bytes(WeightFormat f, int64_t n, int64_t k) {
   return b;
 }
 
+void detail::add_linear(OpBuilder& ob, WeightFormat f, DType act, double rows, int64_t n, int64_t k, double copies,
+                        const std::string& weight) {
+  const WeightBytes w = weight_format_bytes(f, n, k);
+  const DType in = f == WeightFormat::fp8 ? DType::fp8_e4m3 : act;
+  ob.read("x", TensorRole::activation, rows * double(k) * dtype_bytes(in));
+  if (f == WeightFormat::fp8) ob.read("x_scale", TensorRole::activation, kFp32Bytes);
+  ob.read(weight, TensorRole::weight, w.values * copies);
+  if (w.scales > 0)
+    ob.read(weight + (f == WeightFormat::int4 ? "_scales_zeros" : "_scales"), TensorRole::weight, w.scales * copies);
+  if (w.metadata > 0) ob.read(weight + "_meta", TensorRole::weight, w.metadata * copies);
+  ob.write("y", TensorRole::activation, rows * double(n) * dtype_bytes(act));
+  ob.matmul(2.0 * rows * double(n) * double(k), in);
+}
+
 Op linear_cost(const LinearShape& s, WeightFormat f) {
   detail::check_positive(s.m, "linear layer: m (tokens)");
-  const WeightBytes w = weight_format_bytes(f, s.n, s.k);
-  const DType act = activation_dtype(f);
-  const double m = double(s.m), n = double(s.n), k = double(s.k);
   detail::OpBuilder ob("linear", OpClass::gemm, 1);
   ob.variant(weight_format_name(f));
-  ob.read("x", TensorRole::activation, m * k * dtype_bytes(act));
-  if (f == WeightFormat::fp8) ob.read("x_scale", TensorRole::activation, kFp32Bytes);
-  ob.read("W", TensorRole::weight, w.values);
-  if (w.scales > 0) ob.read(f == WeightFormat::int4 ? "W_scales_zeros" : "W_scales", TensorRole::weight, w.scales);
-  if (w.metadata > 0) ob.read("W_meta", TensorRole::weight, w.metadata);
-  ob.write("y", TensorRole::activation, m * n * dtype_bytes(output_dtype(f)));
-  ob.matmul(2.0 * m * n * k, act);
+  detail::add_linear(ob, f, output_dtype(f), double(s.m), s.n, s.k, 1.0, "W");
   return ob.op;
 }
 

@@ -43,6 +43,13 @@ struct OpBuilder {
   }
 };
 
+// A linear layer's traffic and FLOPs (sim/linear.h, the one place they are counted): `rows`
+// tokens x k inputs read in `act` (fp8 for the fp8 format, with its scale), `copies` weights of
+// n x k in format f (tensor `weight`, its scales and indices as `weight`_scales... entries), rows x n
+// outputs written in `act`; the matmul runs in the input type.
+void add_linear(OpBuilder& ob, WeightFormat f, DType act, double rows, int64_t n, int64_t k, double copies,
+                const std::string& weight);
+
 inline void check_positive(int64_t v, const char* what) {
   if (v <= 0) throw Error(std::string(what) + " must be positive, got " + std::to_string(v));
 }

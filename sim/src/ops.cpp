@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/linear.h"
 #include "op_builder.h"
 
 namespace inferlab {
@@ -189,7 +190,7 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
   const double kvb = dtype_bytes(o.precision.kv);
   const DType mm = o.precision.act;  // matmuls run in the activation type; weight-only formats dequantize to it
   const double T = double(s.tokens()), H = double(m.hidden), F = double(m.intermediate);
-  const double qkv = double(m.q_dim() + 2 * m.kv_dim()), qd = double(m.q_dim()), kvd = double(m.kv_dim());
+  const double qd = double(m.q_dim()), kvd = double(m.kv_dim());
   const double V = double(m.vocab), B = double(s.batch);
   const int64_t L = m.layers;
   std::vector<Op> ops;
@@ -224,9 +225,17 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
         .matmul(2.0 * rows * in * out, mm)
         .op;
   };
+  // A layer GEMM: its weight (`copies` matrices of out x in: the experts a MoE step reaches) in the
+  // weight format when one is set, else as any other.
+  auto layer_gemm = [&](const char* name, double rows, int64_t in, int64_t out, double copies, const char* w) {
+    if (!o.weight_format) return gemm(name, L, rows, double(in), double(out), copies * double(out), w);
+    OpBuilder ob(name, OpClass::gemm, L);
+    detail::add_linear(ob, *o.weight_format, o.precision.act, rows, out, in, copies, w);
+    return ob.op;
+  };
 
   ops.push_back(norm("attn_norm", T, L));
-  ops.push_back(gemm("qkv_proj", L, T, H, qkv, qkv, "W_qkv"));
+  ops.push_back(layer_gemm("qkv_proj", T, m.hidden, m.q_dim() + 2 * m.kv_dim(), 1, "W_qkv"));
   ops.push_back(OpBuilder("rope", OpClass::elementwise, L)
                     .read("qk", TensorRole::activation, T * (qd + kvd) * act)
                     .write("qk", TensorRole::activation, T * (qd + kvd) * act)
@@ -237,19 +246,19 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
                     .write("kv_cache", TensorRole::kv_cache, T * 2 * kvd * kvb)
                     .op);
   ops.push_back(attention_op(m, s, o));
-  ops.push_back(gemm("o_proj", L, T, qd, H, H, "W_o"));
+  ops.push_back(layer_gemm("o_proj", T, m.q_dim(), m.hidden, 1, "W_o"));
   ops.push_back(residual("attn_residual", T));
   ops.push_back(norm("ffn_norm", T, L));
 
   if (!m.is_moe()) {
     const double up = m.gated_mlp ? 2 * F : F;
-    ops.push_back(gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", L, T, H, up, up, "W_up"));
+    ops.push_back(layer_gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", T, m.hidden, int64_t(up), 1, "W_up"));
     ops.push_back(OpBuilder("act", OpClass::elementwise, L)
                       .read("h", TensorRole::activation, T * up * act)
                       .write("a", TensorRole::activation, T * F * act)
                       .vector((m.gated_mlp ? kSiluMulFlopsPerElement : kGeluFlopsPerElement) * T * F)
                       .op);
-    ops.push_back(gemm("down_proj", L, T, F, H, H, "W_down"));
+    ops.push_back(layer_gemm("down_proj", T, m.intermediate, m.hidden, 1, "W_down"));
     ops.push_back(residual("ffn_residual", T));
   } else {
     // Each token goes to k experts; the weights read are those of the experts the step reaches.
@@ -257,7 +266,7 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
     const double touched = expected_experts_touched(m.experts, m.experts_per_token, s.tokens());
     const double up = m.gated_mlp ? 2 * F : F;
     ops.push_back(gemm("router", L, T, H, E, E, "W_router"));
-    Op gu = gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", L, T * k, H, up, touched * up, "W_up_experts");
+    Op gu = layer_gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", T * k, m.hidden, int64_t(up), touched, "W_up_experts");
     gu.variant = "moe";
     ops.push_back(gu);
     Op a = OpBuilder("act", OpClass::elementwise, L)
@@ -267,7 +276,7 @@ std::vector<Op> step_ops(const ModelConfig& m, const Step& s, const OpOptions& o
                .variant("moe")
                .op;
     ops.push_back(a);
-    Op dn = gemm("down_proj", L, T * k, F, H, touched * H, "W_down_experts");
+    Op dn = layer_gemm("down_proj", T * k, m.intermediate, m.hidden, touched, "W_down_experts");
     dn.variant = "moe";
     ops.push_back(dn);
     ops.push_back(residual("ffn_residual", T * k));  // the top-k weighted sum folds into the residual add

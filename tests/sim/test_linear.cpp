@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
 #include "inferlab/sim/linear.h"
+#include "inferlab/sim/model.h"
+#include "inferlab/sim/ops.h"
 #include "inferlab/sim/roofline.h"
 
 namespace inferlab {
@@ -214,6 +219,80 @@ TEST(Linear, ShapesAFormatCannotStoreNameTheConstraint) {
     EXPECT_NE(error_of([&] { weight_format_bytes(f, 4096, 0); }).find("k (input features) must be positive"),
               std::string::npos);
   }
+}
+
+// A decode step whose layer GEMMs hold their weights in a format: those four ops are costed as
+// linear_cost counts the format, everything else is the dense step's.
+OpOptions bf16_step(std::optional<WeightFormat> f) {
+  OpOptions o;
+  o.precision = Precision{DType::bf16, DType::bf16, DType::bf16};
+  o.weight_format = f;
+  return o;
+}
+
+const Op& op_named(const std::vector<Op>& ops, const std::string& name) {
+  for (const auto& op : ops)
+    if (op.name == name) return op;
+  throw std::runtime_error("no op " + name);
+}
+
+TEST(LinearInStep, LayerGemmsCarryTheFormatsBytesAndNothingElseChanges) {
+  const ModelConfig m = load_model("llama-3-8b");
+  const Step s = decode_step(4, 1024);
+  const auto dense = step_ops(m, s, bf16_step(std::nullopt));
+  // W[n, k] of Llama-3-8B's layer GEMMs (q, k, v fused; gate and up fused).
+  const std::map<std::string, std::pair<int64_t, int64_t>> layer = {
+      {"qkv_proj", {4096 + 2 * 1024, 4096}}, {"o_proj", {4096, 4096}}, {"gate_up_proj", {2 * 14336, 4096}},
+      {"down_proj", {4096, 14336}}};
+  // Dense bf16 as a format is the dense step exactly.
+  const auto as_bf16 = step_ops(m, s, bf16_step(WeightFormat::bf16));
+  ASSERT_EQ(as_bf16.size(), dense.size());
+  for (std::size_t i = 0; i < dense.size(); ++i) EXPECT_EQ(as_bf16[i].bytes(), dense[i].bytes()) << dense[i].name;
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24, WeightFormat::fp8}) {
+    const std::string name = weight_format_name(f);
+    const auto ops = step_ops(m, s, bf16_step(f));
+    ASSERT_EQ(ops.size(), dense.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      EXPECT_EQ(op.name, dense[i].name);
+      EXPECT_EQ(op.flops, dense[i].flops) << name << " " << op.name;
+      EXPECT_EQ(op.count, dense[i].count);
+      auto it = layer.find(op.name);
+      if (it == layer.end()) {  // embedding, norms, attention, lm_head, ...: untouched
+        EXPECT_EQ(op.bytes(), dense[i].bytes()) << name << " " << op.name;
+        EXPECT_EQ(op.compute_dtype, dense[i].compute_dtype) << name << " " << op.name;
+        continue;
+      }
+      const auto [n, k] = it->second;
+      const Op one = linear_cost({s.tokens(), n, k}, f);  // the same layer on its own
+      EXPECT_EQ(op.bytes(TensorRole::weight), weight_format_bytes(f, n, k).total()) << name << " " << op.name;
+      EXPECT_EQ(op.bytes(), one.bytes()) << name << " " << op.name;
+      EXPECT_EQ(op.compute_dtype, one.compute_dtype) << name << " " << op.name;
+      EXPECT_LT(op.bytes(TensorRole::weight), dense[i].bytes(TensorRole::weight)) << name << " " << op.name;
+    }
+  }
+}
+
+TEST(LinearInStep, MoeExpertsReachedCarryTheFormat) {
+  const ModelConfig m = load_model("mixtral-8x7b");
+  const Step s = decode_step(1, 512);
+  const auto ops = step_ops(m, s, bf16_step(WeightFormat::int4));
+  const double touched = expected_experts_touched(m.experts, m.experts_per_token, s.tokens());
+  EXPECT_DOUBLE_EQ(op_named(ops, "gate_up_proj").bytes(TensorRole::weight),
+                   touched * weight_format_bytes(WeightFormat::int4, 2 * m.intermediate, m.hidden).total());
+  EXPECT_DOUBLE_EQ(op_named(ops, "down_proj").bytes(TensorRole::weight),
+                   touched * weight_format_bytes(WeightFormat::int4, m.hidden, m.intermediate).total());
+  EXPECT_EQ(op_named(ops, "gate_up_proj").variant, "moe");
+  // The router stays dense.
+  EXPECT_EQ(op_named(ops, "router").bytes(TensorRole::weight), double(m.experts) * double(m.hidden) * 2);
+}
+
+TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
+  ModelConfig m = load_model("llama-3-8b");
+  m.intermediate = 11000;  // down_proj k = 11000, not a multiple of 128
+  EXPECT_EQ(error_of([&] { step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int4)); }),
+            "int4 needs k a multiple of the group size 128, got k=11000");
+  EXPECT_NO_THROW(step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int8)));
 }
 
 }  // namespace

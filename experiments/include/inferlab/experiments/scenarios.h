@@ -12,6 +12,7 @@
 //           predicted time beside that of bf16 on the same shape (the predicted speedup), and on
 //           a GPU the measured time, the measured cuBLAS bf16 time and the output's error.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,5 +122,6 @@ int64_t param_int(const Params& p, const std::string& name, int64_t min_value = 
 double param_double(const Params& p, const std::string& name);
 bool param_bool(const Params& p, const std::string& name);
 Precision param_precision(const Params& p, const ModelConfig& m);  // dtype / weight_dtype / act_dtype / kv_dtype
+std::optional<WeightFormat> param_weight_format(const Params& p);  // weight_format: none (absent) or a format
 
 }  // namespace inferlab
