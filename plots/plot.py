@@ -4,10 +4,11 @@
     plot.py --csv RESULTS.csv --plot PLOT.json --out BASE      ->  BASE.png, BASE.svg
 
 PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
-  kind      roofline | memory | line | bars | heatmap
+  kind      roofline | memory | line | grouped_bars | stacked_bars | heatmap
   where     {column: value or [values]}   keep only matching rows (numbers compare as numbers)
   exclude   {column: value or [values]}   drop matching rows
   facet     column or [column, column]    one panel per value (grid: columns x rows)
+  wrap      with one facet column: at most this many panels per row
   title, logx, logy
   roofline: label (colour, default op), marker (shape, default phase), annotate (a column written
             beside matmul and attention points, e.g. op). Ceilings come from the
@@ -19,11 +20,16 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   line:     x, y (column or list: one panel per column), series (columns naming each line),
             hlines {y column: column holding a reference value, e.g. ai: ridge},
             compare {y column: column drawn dashed beside it, e.g. measured_s: predicted_s},
-            per (a column to divide y by, e.g. batch_used for bytes per sequence), sort_by (the
-            column that orders each line's points, default x: e.g. the request rate when x is the
-            throughput it achieved), markers (false: lines only, for dense series). Rows with fits=false (memory over the device capacity) get
-            hollow markers.
-  bars:     x (a column naming each bar, kept in row order), stack (columns stacked in each bar),
+            per (a column to divide y by, e.g. batch_used for bytes per sequence), facet (one row of
+            panels per y), sort_by (the column that orders each line's points, default x: e.g. the
+            request rate when x is the throughput it achieved), markers (false: lines only, for dense
+            series). Rows with fits=false (memory over the device capacity) get hollow markers.
+            A compared column is drawn even where y is empty (predict-only rows); a panel with
+            nothing to draw says so.
+  grouped_bars: x (a category column: one group of bars per value), y (one column), series (one bar per
+            value in each group), facet, logy. Several rows of one bar give their mean, with
+            min-max whiskers (e.g. the error of a format over every batch); an empty panel says so.
+  stacked_bars: x (a column naming each bar, kept in row order), stack (columns stacked in each bar),
             labels (legend names of the stack, default the columns), ylabel, hline (a column holding a
             reference value, e.g. capacity_bytes, drawn dashed), annotate (a column printed above
             each bar; *share / *fraction columns as percents). Rows with fits=false are hatched.
@@ -41,10 +47,10 @@ import sys
 import textwrap
 
 import matplotlib
-import matplotlib.colors
-import matplotlib.patches
 
 matplotlib.use("Agg")
+import matplotlib.colors  # noqa: E402
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 MARKERS = {"decode": "o", "prefill": "^"}
@@ -135,6 +141,12 @@ def panels(rows, plot):
     if not facet:
         return [("", rows)], (1, 1)
     cols_v = ordered_values(rows, facet[0])
+    wrap = int(plot.get("wrap") or 0)
+    if len(facet) == 1 and 0 < wrap < len(cols_v):  # one facet column, wrapped into rows of `wrap` panels
+        out = [(f"{facet[0]}={v}", [r for r in rows if r.get(facet[0]) == v]) for v in cols_v]
+        nr = -(-len(out) // wrap)
+        out += [("", [])] * (nr * wrap - len(out))
+        return out, (nr, wrap)
     rows_v = ordered_values(rows, facet[1]) if len(facet) > 1 else [None]
     out = []
     for rv in rows_v:
@@ -282,6 +294,13 @@ def memory(rows, plot):
     return fig
 
 
+def no_data(ax, what):
+    """An empty panel that says why, e.g. a measured column in predict-only rows."""
+    ax.text(0.5, 0.5, textwrap.fill(f"no values of {what} in these rows (predictions only? measured columns "
+                                     "are filled on a GPU)", 40), transform=ax.transAxes, ha="center", va="center",
+            fontsize=8, color="dimgray")
+
+
 def line(rows, plot):
     x = plot.get("x")
     ys = as_list(plot.get("y"))
@@ -289,7 +308,10 @@ def line(rows, plot):
         fail("a line plot needs x and y")
     series = as_list(plot.get("series"))
     hlines = plot.get("hlines") or {}
-    fig, axes = figure((1, len(ys)), plot, 5.6, 4.4, extra_w=2.8)
+    compare = plot.get("compare") or {}
+    groups, (nr, nc) = panels(rows, plot)
+    # Without facets the y columns sit side by side; with them, one row of facet panels per y.
+    fig, axes = figure((nr * len(ys), nc) if plot.get("facet") else (1, len(ys)), plot, 5.6, 4.4, extra_w=2.8)
     keys = []
     for r in rows:
         k = key_text(r, series)
@@ -298,48 +320,65 @@ def line(rows, plot):
     ncol = 10 if len(keys) <= 10 else 20
     cmap = plt.get_cmap("tab10" if ncol == 10 else "tab20")
     per = plot.get("per")  # divide y by this column (e.g. bytes per sequence: per batch_used)
-    for ax, y in zip(axes, ys):
+
+    order = plot.get("sort_by", x)
+
+    def points(sel, k, col):
+        return [(p[1], p[2]) for p in sorted(
+            (number(r.get(order)), number(r[x]), number(r[col]) / (number(r[per]) if per else 1.0)) for r in sel
+            if key_text(r, series) == k and number(r.get(x)) is not None and number(r.get(col)) is not None)]
+
+    # One row of panels per y column, one panel per facet value.
+    for ax, (y, (title, sel)) in zip(axes, [(y, g) for y in ys for g in groups]):
+        if not sel:
+            ax.set_visible(False)
+            continue
         scale, ylabel = display(y)
         if per:
             ylabel = ylabel.replace(y, f"{y} per {per}")
+        paired = compare.get(y)
+        drawn = False
         for i, k in enumerate(keys):
-            order = plot.get("sort_by", x)
-            pts = [(p[1], p[2]) for p in sorted(
-                (number(r.get(order)), number(r[x]), number(r[y]) / (number(r[per]) if per else 1.0)) for r in rows
-                if key_text(r, series) == k and number(r.get(x)) is not None and number(r.get(y)) is not None)]
-            if not pts:
-                continue
-            ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], marker="o" if plot.get("markers", True) else None,
-                    ms=3.5, lw=1.4, color=cmap(i % ncol), label=k or y)
-            paired = (plot.get("compare") or {}).get(y)
-            if paired:  # the model's value for the same points, dashed in the same colour
-                pp = sorted((number(r[x]), number(r[paired])) for r in rows
-                            if key_text(r, series) == k and number(r.get(x)) is not None
-                            and number(r.get(paired)) is not None)
+            pts = points(sel, k, y)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] * scale for p in pts],
+                        marker="o" if plot.get("markers", True) else None, ms=3.5, lw=1.4, color=cmap(i % ncol),
+                        label=k or y)
+                drawn = True
+            if paired:  # the model's value for the same points, dashed in the same colour (also alone)
+                pp = points(sel, k, paired)
                 pscale, _ = display(paired)
                 ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=cmap(i % ncol))
+                drawn = drawn or bool(pp)
             # Points whose memory does not fit the device: hollow white markers over the line.
-            over = sorted((number(r[x]), number(r[y])) for r in rows
+            over = sorted((number(r[x]), number(r[y])) for r in sel
                           if key_text(r, series) == k and r.get("fits") == "false"
                           and number(r.get(x)) is not None and number(r.get(y)) is not None)
             if over:
                 ax.plot([p[0] for p in over], [p[1] * scale for p in over], ls="", marker="o", ms=6,
                         mfc="white", mec=cmap(i % ncol))
+        if not drawn:
+            no_data(ax, y)
         if y in hlines:
             ref_col = hlines[y]
-            refs = sorted({(number(r[ref_col]), key_text(r, series[:1])) for r in rows if number(r.get(ref_col))})
+            refs = sorted({(number(r[ref_col]), key_text(r, series[:1])) for r in sel if number(r.get(ref_col))})
             for j, (v, lab) in enumerate(refs):
                 ax.axhline(v * scale, color="gray", ls=["--", ":", "-."][j % 3], lw=1)
                 ax.annotate(f"{ref_col} {lab} ({v * scale:.0f})", (0.01, v * scale), xycoords=("axes fraction", "data"),
                             fontsize=7, va="bottom", color="dimgray")
-        if plot.get("logx", False):
+        if drawn and plot.get("logx", False):
             ax.set_xscale("log", base=2)
-        if plot.get("logy", False):
+        if drawn and plot.get("logy", False):
             ax.set_yscale("log")
         ax.set_xlabel(x)
         ax.set_ylabel(ylabel)
+        if title:
+            ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.25)
     handles = [plt.Line2D([], [], color=cmap(i % ncol), marker="o", ms=3.5, label=k or ys[0]) for i, k in enumerate(keys)]
+    for y, paired in compare.items():
+        if y in ys:
+            handles.append(plt.Line2D([], [], color="gray", ls="--", lw=1.0, label=f"dashed: {paired}"))
     if any(r.get("fits") == "false" for r in rows):
         handles.append(plt.Line2D([], [], color="gray", marker="o", ms=6, mfc="white", ls="",
                                   label="does not fit in memory"))
@@ -349,14 +388,75 @@ def line(rows, plot):
     return fig
 
 
-def bars(rows, plot):
+def grouped_bars(rows, plot):
+    """Grouped bars: one group per x value (a category, in order of appearance), one bar per series.
+    Several rows of one bar (e.g. every batch of a format) give the mean, with min-max whiskers."""
+    x = plot.get("x")
+    y = plot.get("y")
+    if not x or not y or isinstance(y, list):
+        fail("a grouped_bars plot needs x and one y column")
+    series = as_list(plot.get("series"))
+    logy = plot.get("logy", False)
+    groups, shape = panels(rows, plot)
+    fig, axes = figure(shape, plot, 6.4, 4.4, extra_w=2.8)
+    cats = ordered_values(rows, x)
+    keys = []
+    for r in rows:
+        k = key_text(r, series)
+        if k not in keys:
+            keys.append(k)
+    ncol = 10 if len(keys) <= 10 else 20
+    cmap = plt.get_cmap("tab10" if ncol == 10 else "tab20")
+    width = 0.8 / max(len(keys), 1)
+    scale, ylabel = display(y)
+    for ax, (title, sel) in zip(axes, groups):
+        if not sel:
+            ax.set_visible(False)
+            continue
+        drawn = False
+        for i, k in enumerate(keys):
+            for c, cat in enumerate(cats):
+                vals = [number(r[y]) * scale for r in sel if r.get(x) == cat and key_text(r, series) == k
+                        and number(r.get(y)) is not None]
+                if not vals:
+                    continue
+                drawn = True
+                pos = c - 0.4 + width * (i + 0.5)
+                mean = sum(vals) / len(vals)
+                if logy and mean <= 0:  # nothing to draw on a log axis: say so
+                    ax.annotate("0", (pos, 0), xycoords=("data", "axes fraction"), ha="center", va="bottom",
+                                fontsize=6, color=cmap(i % ncol))
+                    continue
+                err = [[mean - min(vals)], [max(vals) - mean]] if len(vals) > 1 else None
+                ax.bar([pos], [mean], width=width * 0.95, color=cmap(i % ncol), yerr=err, capsize=2,
+                       error_kw={"lw": 0.8})
+        if not drawn:
+            no_data(ax, y)
+        elif logy:
+            ax.set_yscale("log")
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels(cats, fontsize=8)
+        ax.set_xlim(-0.6, len(cats) - 0.4)
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        if title:
+            ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="y", which="both", alpha=0.25)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=cmap(i % ncol), label=k or y) for i, k in enumerate(keys)]
+    fig.legend(handles=handles, loc="center right", fontsize=7, frameon=False,
+               title=", ".join(series) if series else None, title_fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1 - 2.6 / fig.get_figwidth(), 0.93))
+    return fig
+
+
+def stacked_bars(rows, plot):
     x = plot.get("x")
     stack = as_list(plot.get("stack"))
     if not x or not stack:
-        fail("a bars plot needs x and stack")
+        fail("a stacked_bars plot needs x and stack")
     labels = as_list(plot.get("labels")) or stack
     if len(labels) != len(stack):
-        fail("bars: labels must name every stack column")
+        fail("stacked_bars: labels must name every stack column")
     scale, ylabel = display(stack[0])
     ylabel = plot.get("ylabel", ylabel.replace(stack[0], ", ".join(labels)))
     groups, shape = panels(rows, plot)
@@ -467,7 +567,8 @@ def heatmap(rows, plot):
     return fig
 
 
-KINDS = {"roofline": roofline, "memory": memory, "line": line, "bars": bars, "heatmap": heatmap}
+KINDS = {"roofline": roofline, "memory": memory, "line": line, "grouped_bars": grouped_bars,
+         "stacked_bars": stacked_bars, "heatmap": heatmap}
 
 
 def main():

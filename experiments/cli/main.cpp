@@ -1,6 +1,7 @@
 // inferlab: the command line of the lab.
 //   inferlab list                      models, hardware, experiment specs, scenarios
 //   inferlab model  --model M --hardware H --phase decode --batch 1 --context 4096 [--tp 2 --pp 2]
+//                   [--weight-format int4]
 //   inferlab memory --model M --batch 1 --context 4096 [--hardware H] [--block-size 16]
 //   inferlab serve  --model M --hardware H [--trace T.csv | --requests N --rate R --seed S]
 //                   --scheduler continuous --kv paged --block-size 16 [--chrome-trace out.json]
@@ -60,8 +61,10 @@ std::string gb(double bytes) { return fmt::format("{:.2f} GB ({:.2f} GiB)", byte
 
 void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
 
-std::string precision_text(const Precision& p) {
-  return fmt::format("weights {} · activations {} · KV {}", dtype_name(p.weight), dtype_name(p.act), dtype_name(p.kv));
+std::string precision_text(const Precision& p, std::optional<WeightFormat> layer_weights = std::nullopt) {
+  return fmt::format("weights {}{} · activations {} · KV {}", dtype_name(p.weight),
+                     layer_weights ? " (layer GEMMs " + weight_format_name(*layer_weights) + ")" : "",
+                     dtype_name(p.act), dtype_name(p.kv));
 }
 
 nlohmann::json model_json(const ModelConfig& m) {
@@ -193,6 +196,8 @@ int cmd_model(const Params& p, bool json) {
                   {"attention", attention_variant_name(mp.options.attention)},
                   {"causal", mp.options.causal},
                   {"weight_dtype", dtype_name(mp.options.precision.weight)},
+                  {"weight_format",
+                   mp.options.weight_format ? weight_format_name(*mp.options.weight_format) : std::string("none")},
                   {"act_dtype", dtype_name(mp.options.precision.act)},
                   {"kv_dtype", dtype_name(mp.options.precision.kv)}}},
                 {"parallel", parallel_json(mp)},
@@ -215,7 +220,7 @@ int cmd_model(const Params& p, bool json) {
                mp.par.microbatches, mp.par.microbatches > 1 ? "es" : "", mp.step.batch / mp.par.microbatches,
                par.slowest, par.stages[par.slowest].layers);
   fmt::print("{} · batch {} · {} {} · {} · {} attention{}\n\n", phase_name(mp.step.phase), mp.step.batch,
-             mp.step.phase == Phase::prefill ? "prompt" : "context", mp.step.context(), precision_text(mp.options.precision),
+             mp.step.phase == Phase::prefill ? "prompt" : "context", mp.step.context(), precision_text(mp.options.precision, mp.options.weight_format),
              attention_variant_name(mp.options.attention),
              mp.step.phase == Phase::prefill ? (mp.options.causal ? ", causal" : ", non-causal") : "");
   fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<8} {:>10} {:>7}\n", "op", "count", "FLOPs", "bytes",
@@ -555,6 +560,9 @@ int main(int argc, char** argv) {
   add_param(model, model_p, "--tp", "tp", "tensor-parallel degree: divides the heads (default 1)");
   add_param(model, model_p, "--pp", "pp", "pipeline-parallel stages (default 1)");
   add_param(model, model_p, "--microbatches", "microbatches", "micro-batches of the pipeline schedule (default 1)");
+  add_param(model, model_p, "--weight-format", "weight_format",
+            "weights of the layer GEMMs: none (default: dense in the weight dtype), " +
+                join(known_weight_formats(), ", "));
   model->add_flag_function("--non-causal", [&](std::int64_t) { model_p["causal"] = "false"; }, "no causal mask in prefill");
   add_precision_options(model, model_p);
   model->add_flag("--json", json, "machine-readable output");

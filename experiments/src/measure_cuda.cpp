@@ -7,6 +7,7 @@
 #include "inferlab/roofline/gpu_info.h"
 #include "inferlab/roofline/measure_attention.h"
 #include "inferlab/roofline/measure_decode.h"
+#include "inferlab/roofline/measure_linear.h"
 #include "inferlab/sim/error.h"
 #include "measurers.h"
 
@@ -87,6 +88,27 @@ std::function<void(const Params&, std::vector<Row>&)> decode_measure() {
     for (Row& r : rows) {
       fill_measured(r, m.timing, "");
       set_cell(r, "measured_kv_bytes_per_s", num(dp.cost.bytes(TensorRole::kv_cache) / m.timing.median_s));
+    }
+  };
+}
+
+std::function<void(const Params&)> linear_preflight() {
+  return [](const Params& p) {
+    const LinearPoint lp = evaluate_linear_point(p);
+    check_same_gpu(lp.hardware);
+    check_linear_supported(lp.shape, lp.format);
+  };
+}
+
+std::function<void(const Params&, std::vector<Row>&)> linear_measure() {
+  return [](const Params& p, std::vector<Row>& rows) {
+    const LinearPoint lp = evaluate_linear_point(p);
+    const LinearMeasurement m = measure_linear(lp.shape, lp.format);
+    for (Row& r : rows) {
+      fill_measured(r, m.timing, "");
+      set_cell(r, "measured_bf16_s", num(m.baseline.median_s));
+      set_cell(r, "measured_speedup", num(m.baseline.median_s / m.timing.median_s));
+      set_cell(r, "rel_error", num(m.rel_error));
     }
   };
 }

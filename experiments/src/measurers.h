@@ -13,5 +13,7 @@ std::function<void(const Params&)> attention_preflight();
 std::function<void(const Params&, std::vector<Row>&)> attention_measure();
 std::function<void(const Params&)> decode_preflight();
 std::function<void(const Params&, std::vector<Row>&)> decode_measure();
+std::function<void(const Params&)> linear_preflight();
+std::function<void(const Params&, std::vector<Row>&)> linear_measure();
 
 }  // namespace inferlab

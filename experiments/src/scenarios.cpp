@@ -38,6 +38,9 @@ std::vector<ParamInfo> step_params() {
                          {"attention", "flash", "naive or flash"},
                          {"causal", "true", "causal mask in prefill"},
                          {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"},
+                         {"weight_format", "none",
+                          "weights of the layer GEMMs (qkv/o/gate_up/down): none (dense in the weight dtype), " +
+                              join(known_weight_formats(), ", ")},
                          {"ceilings", "auto", "auto (measured when data/hardware/<id>.measured.json exists), datasheet, measured"},
                          {"tp", "1", "tensor-parallel degree (divides the heads)"},
                          {"pp", "1", "pipeline-parallel stages"},
@@ -79,6 +82,16 @@ Precision param_precision(const Params& p, const ModelConfig& m) {
   return Precision{one("weight_dtype"), one("act_dtype"), one("kv_dtype")};
 }
 
+std::optional<WeightFormat> param_weight_format(const Params& p) {
+  auto it = p.find("weight_format");
+  if (it == p.end() || it->second == "none") return std::nullopt;
+  try {
+    return parse_weight_format(it->second);
+  } catch (const Error& e) {
+    throw Error(std::string("parameter 'weight_format': ") + e.what() + " or none");
+  }
+}
+
 ModelPoint evaluate_model_point(const Params& p) {
   ModelPoint mp;
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
@@ -87,6 +100,7 @@ ModelPoint evaluate_model_point(const Params& p) {
   mp.options.precision = param_precision(p, mp.model);
   mp.options.attention = parse_attention_variant(get(p, "attention"));
   mp.options.causal = param_bool(p, "causal");
+  mp.options.weight_format = param_weight_format(p);
   mp.par = Parallelism{param_int(p, "tp"), param_int(p, "pp"), param_int(p, "microbatches")};
   mp.parallel = predict_parallel(mp.model, mp.step, mp.options, mp.hardware, mp.par);
   mp.prediction = mp.parallel.stages[mp.parallel.slowest].compute;
@@ -437,6 +451,36 @@ std::vector<Row> decode_rows(const DecodePoint& dp) {
   return {r};
 }
 
+LinearPoint evaluate_linear_point(const Params& p) {
+  LinearPoint lp;
+  lp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  try {
+    lp.format = parse_weight_format(get(p, "format"));
+  } catch (const Error& e) {
+    throw Error(std::string("parameter 'format': ") + e.what());
+  }
+  lp.shape = LinearShape{param_int(p, "m"), param_int(p, "n"), param_int(p, "k")};
+  lp.cost = linear_cost(lp.shape, lp.format);
+  lp.prediction = predict(lp.cost, lp.hardware);
+  lp.bf16_cost = linear_cost(lp.shape, WeightFormat::bf16);
+  lp.bf16_prediction = predict(lp.bf16_cost, lp.hardware);
+  return lp;
+}
+
+std::vector<Row> linear_rows(const LinearPoint& lp) {
+  Row r = op_row(lp.cost, lp.prediction, lp.prediction.total_s);
+  r.insert(r.begin() + 3, {"shape", std::to_string(lp.shape.n) + "x" + std::to_string(lp.shape.k)});
+  const double wb = lp.cost.bytes(TensorRole::weight);
+  r.emplace_back("weight_bytes", num(wb));
+  r.emplace_back("ideal_speedup_bytes", num(lp.bf16_cost.bytes(TensorRole::weight) / wb));
+  r.emplace_back("predicted_bf16_s", num(lp.bf16_prediction.total_s));
+  r.emplace_back("predicted_speedup", num(lp.bf16_prediction.total_s / lp.prediction.total_s));
+  r.emplace_back("ceilings", lp.hardware.ceilings_source);
+  for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
+  for (const char* c : {"measured_bf16_s", "measured_speedup", "rel_error"}) r.emplace_back(c, "");
+  return {r};
+}
+
 const std::vector<Scenario>& scenarios() {
   static const std::vector<Scenario> all = {
       {"model",
@@ -493,6 +537,18 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return decode_rows(evaluate_decode_point(p)); },
        decode_preflight(),
        decode_measure()},
+      {"linear",
+       "a linear layer Y[m, n] = X[m, k] W[n, k]^T with its weight in one format (kernels/gemm): bf16, fp16, "
+       "int8, int4, fp8, sparse24; predicted and measured time, speedup over bf16, error",
+       {{"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"format", "bf16", "weight format: " + join(known_weight_formats(), ", ")},
+        {"m", "1", "tokens (rows of X)"},
+        {"n", "", "output features (rows of W)"},
+        {"k", "", "input features"}},
+       [](const Params& p) { return linear_rows(evaluate_linear_point(p)); },
+       linear_preflight(),
+       linear_measure()},
       {"kv_trace",
        "KV memory over a served request trace: contiguous max-length reservation vs paged blocks (8/16/32), "
        "measured from the real allocator and predicted by sim/memory",

@@ -68,6 +68,34 @@ Params read_params(const std::filesystem::path& file, const YAML::Node& n, const
   return p;
 }
 
+// A case whose parameters are single values is one case; a parameter given a list of values
+// expands it into one case per value (the cartesian product over its lists, the last fastest).
+std::vector<Params> read_case(const std::filesystem::path& file, const YAML::Node& n,
+                              std::map<std::string, std::string>& where) {
+  if (!n || n.IsNull()) return {Params{}};
+  if (!n.IsMap()) throw Error(at(file, n) + ": 'a case' must be a mapping of parameter: value");
+  std::vector<Params> out{Params{}};
+  for (const auto& kv : n) {
+    const std::string k = scalar(file, kv.first, "a parameter name");
+    where.emplace(k, at(file, kv.first));
+    std::vector<std::string> values;
+    if (kv.second.IsSequence()) {
+      for (const auto& v : kv.second) values.push_back(scalar(file, v, "a value of parameter '" + k + "'"));
+      if (values.empty()) throw Error(at(file, kv.first) + ": parameter '" + k + "' has no values");
+    } else {
+      values.push_back(scalar(file, kv.second, "parameter '" + k + "'"));
+    }
+    std::vector<Params> next;
+    for (const auto& base : out)
+      for (const auto& v : values) {
+        next.push_back(base);
+        next.back()[k] = v;
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Point::key() const {
@@ -142,12 +170,12 @@ Spec parse_spec(const std::string& text, const std::filesystem::path& path) {
     if (!cases.IsSequence()) throw Error(at(path, cases) + ": 'cases' must be a list of parameter mappings");
     std::set<std::string> case_keys;
     for (const auto& c : cases) {
-      Params p = read_params(path, c, "a case", s.where);
-      for (const auto& [k, _] : p) {
+      const auto expanded = read_case(path, c, s.where);
+      for (const auto& [k, _] : expanded.front()) {
         if (seen.count(k)) throw Error(at(path, c) + ": parameter '" + k + "' is set in 'fixed' and in a case");
         case_keys.insert(k);
       }
-      s.cases.push_back(std::move(p));
+      s.cases.insert(s.cases.end(), expanded.begin(), expanded.end());
     }
     if (s.cases.empty()) throw Error(at(path, cases) + ": 'cases' is empty");
     seen.insert(case_keys.begin(), case_keys.end());

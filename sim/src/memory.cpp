@@ -44,7 +44,7 @@ MemoryBreakdown memory_breakdown(const ModelConfig& m, int64_t batch, int64_t co
   r.weights = weight_bytes(m, o.precision.weight);
   r.kv_tokens_per_sequence = kv_tokens_stored(m, context, o.rolling_window);
   r.kv_cache = kv_cache_bytes(m, batch, context, o.precision.kv, o.rolling_window);
-  const OpOptions oo{o.precision, o.attention, true};
+  const OpOptions oo{o.precision, o.attention, true, std::nullopt};
   const int64_t chunk = o.prefill_chunk == 0 ? context : std::min(o.prefill_chunk, context);
   const Step prefill{Phase::prefill, 1, chunk, context - chunk};
   r.activations = std::max(step_activation_bytes(m, decode_step(batch, context), oo),

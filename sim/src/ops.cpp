@@ -4,9 +4,14 @@
 #include <cmath>
 
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/linear.h"
+#include "op_builder.h"
 
 namespace inferlab {
 namespace {
+
+using detail::check_positive;
+using detail::OpBuilder;
 
 // FLOPs per element of the non-matmul operators (FP32 vector units). Rough by nature; they only
 // matter when such an op is compute-bound, which none is on any GPU we model.
@@ -16,47 +21,6 @@ constexpr double kResidualFlopsPerElement = 1;
 constexpr double kSiluMulFlopsPerElement = 5;   // x / (1 + exp(-x)), then * up
 constexpr double kGeluFlopsPerElement = 8;      // tanh approximation
 constexpr double kLseBytes = 4;                 // the log-sum-exp is kept in fp32
-
-struct OpBuilder {
-  Op op;
-  OpBuilder(std::string name, OpClass c, int64_t count) {
-    op.name = std::move(name);
-    op.op_class = c;
-    op.count = count;
-  }
-  OpBuilder& read(std::string t, TensorRole r, double bytes) {
-    op.traffic.push_back({std::move(t), r, false, bytes});
-    return *this;
-  }
-  OpBuilder& write(std::string t, TensorRole r, double bytes) {
-    op.traffic.push_back({std::move(t), r, true, bytes});
-    return *this;
-  }
-  OpBuilder& matmul(double flops, DType t) {
-    op.flops = flops;
-    op.tensor_core = true;
-    op.compute_dtype = t;
-    return *this;
-  }
-  OpBuilder& vector(double flops) {
-    op.flops = flops;
-    op.tensor_core = false;
-    op.compute_dtype = DType::fp32;
-    return *this;
-  }
-  OpBuilder& scope(OpScope s) {
-    op.scope = s;
-    return *this;
-  }
-  OpBuilder& variant(std::string v) {
-    op.variant = std::move(v);
-    return *this;
-  }
-};
-
-void check_positive(int64_t v, const char* what) {
-  if (v <= 0) throw Error(std::string(what) + " must be positive, got " + std::to_string(v));
-}
 
 }  // namespace
 
@@ -321,7 +285,7 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
   const double kvb = dtype_bytes(o.precision.kv);
   const DType mm = o.precision.act;  // matmuls run in the activation type; weight-only formats dequantize to it
   const double T = double(batch.tokens()), H = double(m.hidden), F = double(m.intermediate);
-  const double qkv = double(m.q_dim() + 2 * m.kv_dim()), qd = double(m.q_dim()), kvd = double(m.kv_dim());
+  const double qd = double(m.q_dim()), kvd = double(m.kv_dim());
   const double V = double(m.vocab), B = double(batch.logit_rows());
   const int64_t L = m.layers;
   std::vector<Op> ops;
@@ -357,9 +321,17 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
         .matmul(2.0 * rows * in * out, mm)
         .op;
   };
+  // A layer GEMM: its weight (`copies` matrices of out x in: the experts a MoE step reaches) in the
+  // weight format when one is set, else as any other.
+  auto layer_gemm = [&](const char* name, double rows, int64_t in, int64_t out, double copies, const char* w) {
+    if (!o.weight_format) return gemm(name, L, rows, double(in), double(out), copies * double(out), w);
+    OpBuilder ob(name, OpClass::gemm, L);
+    detail::add_linear(ob, *o.weight_format, o.precision.act, rows, out, in, copies, w);
+    return ob.op;
+  };
 
   ops.push_back(norm("attn_norm", T, L));
-  ops.push_back(gemm("qkv_proj", L, T, H, qkv, qkv, "W_qkv"));
+  ops.push_back(layer_gemm("qkv_proj", T, m.hidden, m.q_dim() + 2 * m.kv_dim(), 1, "W_qkv"));
   ops.push_back(OpBuilder("rope", OpClass::elementwise, L)
                     .read("qk", TensorRole::activation, T * (qd + kvd) * act)
                     .write("qk", TensorRole::activation, T * (qd + kvd) * act)
@@ -370,19 +342,19 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
                     .write("kv_cache", TensorRole::kv_cache, T * 2 * kvd * kvb)
                     .op);
   ops.push_back(batch_attention_op(m, batch, o));
-  ops.push_back(gemm("o_proj", L, T, qd, H, H, "W_o"));
+  ops.push_back(layer_gemm("o_proj", T, m.q_dim(), m.hidden, 1, "W_o"));
   ops.push_back(residual("attn_residual", T));
   ops.push_back(norm("ffn_norm", T, L));
 
   if (!m.is_moe()) {
     const double up = m.gated_mlp ? 2 * F : F;
-    ops.push_back(gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", L, T, H, up, up, "W_up"));
+    ops.push_back(layer_gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", T, m.hidden, int64_t(up), 1, "W_up"));
     ops.push_back(OpBuilder("act", OpClass::elementwise, L)
                       .read("h", TensorRole::activation, T * up * act)
                       .write("a", TensorRole::activation, T * F * act)
                       .vector((m.gated_mlp ? kSiluMulFlopsPerElement : kGeluFlopsPerElement) * T * F)
                       .op);
-    ops.push_back(gemm("down_proj", L, T, F, H, H, "W_down"));
+    ops.push_back(layer_gemm("down_proj", T, m.intermediate, m.hidden, 1, "W_down"));
     ops.push_back(residual("ffn_residual", T));
   } else {
     // Each token goes to k experts; the weights read are those of the experts the step reaches.
@@ -390,7 +362,7 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
     const double touched = expected_experts_touched(m.experts, m.experts_per_token, batch.tokens());
     const double up = m.gated_mlp ? 2 * F : F;
     ops.push_back(gemm("router", L, T, H, E, E, "W_router"));
-    Op gu = gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", L, T * k, H, up, touched * up, "W_up_experts");
+    Op gu = layer_gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", T * k, m.hidden, int64_t(up), touched, "W_up_experts");
     gu.variant = "moe";
     ops.push_back(gu);
     Op a = OpBuilder("act", OpClass::elementwise, L)
@@ -400,7 +372,7 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
                .variant("moe")
                .op;
     ops.push_back(a);
-    Op dn = gemm("down_proj", L, T * k, F, H, touched * H, "W_down_experts");
+    Op dn = layer_gemm("down_proj", T * k, m.intermediate, m.hidden, touched, "W_down_experts");
     dn.variant = "moe";
     ops.push_back(dn);
     ops.push_back(residual("ffn_residual", T * k));  // the top-k weighted sum folds into the residual add

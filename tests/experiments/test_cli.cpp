@@ -77,6 +77,30 @@ TEST(Cli, ModelJsonIsMachineReadable) {
   EXPECT_TRUE(saw_total);
 }
 
+TEST(Cli, ModelWeightFormatShrinksTheLayerWeights) {
+  const std::string base = "model --model llama-3-8b --hardware h100-sxm-80gb --context 1024 --json";
+  const Result dense = cli(base), int4 = cli(base + " --weight-format int4");
+  ASSERT_EQ(dense.status, 0) << dense.all;
+  ASSERT_EQ(int4.status, 0) << int4.all;
+  const auto d = nlohmann::json::parse(dense.out), q = nlohmann::json::parse(int4.out);
+  EXPECT_EQ(d["step"]["weight_format"], "none");
+  EXPECT_EQ(q["step"]["weight_format"], "int4");
+  auto weight_bytes = [](const nlohmann::json& j, const std::string& op) {
+    for (const auto& o : j["ops"])
+      if (o["op"] == op) return o["bytes_weight"].get<double>();
+    return -1.0;
+  };
+  // 2 B per value against 1/2 B + 4 B per group of 128 (32 layers of 4096 x 4096).
+  EXPECT_NEAR(weight_bytes(d, "o_proj") / weight_bytes(q, "o_proj"), 2.0 / (0.5 + 4.0 / 128), 1e-9);
+  EXPECT_EQ(weight_bytes(d, "lm_head"), weight_bytes(q, "lm_head"));  // not a layer GEMM
+  EXPECT_LT(weight_bytes(q, "total"), weight_bytes(d, "total") / 2);
+  const Result text = cli("model --model llama-3-8b --hardware h100-sxm-80gb --context 1024 --weight-format int4");
+  ASSERT_EQ(text.status, 0) << text.all;
+  EXPECT_NE(text.out.find("layer GEMMs int4"), std::string::npos) << text.out;
+  expect_failure("model --model llama-3-8b --hardware h100-sxm-80gb --context 8 --weight-format int3",
+                 "unknown weight format 'int3' (known: bf16, fp16, int8, int4, fp8, sparse24) or none");
+}
+
 TEST(Cli, MemoryGivesTheTwoGibKvOfTheWorkedExample) {
   const Result r =
       cli("memory --model llama-2-7b --batch 1 --context 4096 --dtype fp16 --hardware h100-sxm-80gb --block-size 16 --json");

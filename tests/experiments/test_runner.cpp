@@ -9,6 +9,7 @@
 #include "inferlab/experiments/scenarios.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
+#include "inferlab/sim/paths.h"
 
 namespace inferlab {
 namespace fs = std::filesystem;
@@ -28,6 +29,15 @@ class Runner : public ::testing::Test {
     o.plots = false;
     o.progress = false;
     return o;
+  }
+  // Running the spec `yaml` (as x.yaml) fails with a message that contains `needle`.
+  void expect_error(const std::string& yaml, const std::string& needle) {
+    try {
+      run_spec(parse_spec(yaml, dir_ / "x.yaml"), options(), no_gpu());
+      ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
   }
   static GpuInfo no_gpu() {
     GpuInfo g;
@@ -178,14 +188,6 @@ sweep: {drafter: [model, ngram], alpha: [0, 0.8], gamma: [1, 4]}
 }
 
 TEST_F(Runner, UnknownNamesAreListed) {
-  auto expect_error = [&](const std::string& yaml, const std::string& needle) {
-    try {
-      run_spec(parse_spec(yaml, dir_ / "x.yaml"), options(), no_gpu());
-      ADD_FAILURE() << "accepted: " << yaml;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   expect_error("scenario: model\nfixed: {model: gpt-5, hardware: h100-sxm-80gb, context: 8}\n", "llama-2-7b");
   expect_error("scenario: model\nfixed: {model: llama-2-7b, hardware: tpu, context: 8}\n", "a100-sxm-80gb");
   expect_error("scenario: model\nfixed: {model: llama-2-7b, hardware: l4, context: 8, dtype: fp7}\n", "unknown dtype");
@@ -255,6 +257,70 @@ TEST(KvTraceScenario, AllocatorMatchesTheModelAndPagingWastesLittle) {
   EXPECT_GT(util["paged-8"], util["paged-16"]);
   EXPECT_GT(util["paged-16"], util["paged-32"]);
   EXPECT_GT(util["paged-32"], 0.9);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+double cell(const std::map<std::string, std::string>& row, const std::string& column) {
+  const std::string& s = row.at(column);
+  EXPECT_FALSE(s.empty()) << column;
+  return s.empty() ? -1.0 : std::stod(s);
+}
+
+TEST_F(Runner, CompressionSpecPredictsEveryPoint) {
+  const Spec s = load_spec(project_root() / "experiments" / "compression.yaml");
+  const RunResult r = run_spec(s, options(), no_gpu());
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.points, 4 * 5 * 7 + 2);  // 4 Llama-3-8B shapes x 5 formats x m 1..64, + bf16/fp8 at 8192^3
+  const ResultTable t = read_csv(r.csv);
+  ASSERT_EQ(t.rows.size(), std::size_t(r.points));
+  std::map<std::string, int> per_format;
+  for (const auto& row : t.rows) {
+    ++per_format[row.at("format")];
+    EXPECT_EQ(row.at("variant"), row.at("format"));
+    EXPECT_EQ(row.at("shape"), row.at("n") + "x" + row.at("k"));
+    EXPECT_GT(cell(row, "predicted_s"), 0);
+    EXPECT_GT(cell(row, "weight_bytes"), 0);
+    EXPECT_NEAR(cell(row, "predicted_speedup"), cell(row, "predicted_bf16_s") / cell(row, "predicted_s"), 1e-6);
+    // Memory-bound: never better than the bytes saved (fp8 also halves X, which matters only at 8192).
+    if (row.at("m") != "8192") {
+      EXPECT_LE(cell(row, "predicted_speedup"), cell(row, "ideal_speedup_bytes") + 1e-9);
+    }
+    for (const char* c : {"measured_s", "measured_bf16_s", "measured_speedup", "rel_error", "model_error"})
+      EXPECT_TRUE(row.at(c).empty()) << c;  // predictions only
+  }
+  EXPECT_EQ(per_format, (std::map<std::string, int>{{"bf16", 29}, {"fp8", 29}, {"int4", 28}, {"int8", 28}, {"sparse24", 28}}));
+  auto row_of = [&](const std::string& format, const std::string& n, const std::string& k, const std::string& m) {
+    for (const auto& row : t.rows)
+      if (row.at("format") == format && row.at("n") == n && row.at("k") == k && row.at("m") == m) return row;
+    ADD_FAILURE() << "no row " << format << " " << n << "x" << k << " m=" << m;
+    return std::map<std::string, std::string>{};
+  };
+  EXPECT_EQ(cell(row_of("bf16", "4096", "4096", "1"), "predicted_speedup"), 1.0);
+  EXPECT_NEAR(cell(row_of("int4", "14336", "4096", "1"), "ideal_speedup_bytes"), 2.0 / (0.5 + 4.0 / 128), 1e-6);
+  EXPECT_EQ(row_of("int4", "14336", "4096", "1").at("bound"), "memory");
+  const auto fp8 = row_of("fp8", "8192", "8192", "8192");
+  EXPECT_EQ(fp8.at("bound"), "compute");
+  EXPECT_EQ(fp8.at("compute_dtype"), "fp8_e4m3");
+  EXPECT_GT(cell(fp8, "predicted_speedup"), 1.6);  // the fp8/bf16 tensor peaks, less one launch each
+}
+
+TEST_F(Runner, LinearBadInputNamesTheConstraint) {
+  expect_error("scenario: linear\nfixed: {n: 4096, k: 4096}\nsweep:\n  format: [int4, int3]\n",
+               "x.yaml:4: point {format=int3 k=4096 n=4096}: parameter 'format': unknown weight format 'int3' "
+               "(known: bf16, fp16, int8, int4, fp8, sparse24)");
+  expect_error("scenario: linear\nfixed: {n: 4096, k: 100, format: int4}\n",
+               "int4 needs k a multiple of the group size 128, got k=100");
+  expect_error("scenario: linear\nfixed: {n: 4096, k: 4098, format: sparse24}\n", "multiple of 4, got k=4098");
+  expect_error("scenario: linear\nfixed: {n: 4096, k: 4096, m: 0}\n", "parameter 'm' must be at least 1");
+  expect_error("scenario: linear\nfixed: {k: 4096}\n", "needs parameter 'n'");
+  expect_error("scenario: linear\nfixed: {n: 4096, k: 4096, format: fp8, hardware: a100-sxm-80gb}\n",
+               "no dense tensor-core rate for fp8_e4m3");
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "x.csv"));
 }
 
 }  // namespace

@@ -45,6 +45,36 @@ TEST(Spec, NoSweepGivesOnePointPerCase) {
   EXPECT_EQ(parse_spec("scenario: memory\ncases: [{a: 1}, {a: 2}]\n", "s.yaml").points().size(), 2u);
 }
 
+TEST(Spec, ACaseWithListsExpandsIntoOnePerValueBeforeTheSweep) {
+  const Spec s = parse_spec(R"(
+scenario: linear
+cases:
+  - {n: 4096, k: 4096, format: &f [bf16, int4], m: [1, 2, 4]}
+  - {n: 8192, k: 8192, format: fp8, m: 8192}
+  - ~
+sweep:
+  hardware: [a, b]
+)",
+                            "s.yaml");
+  const auto pts = s.points();
+  ASSERT_EQ(pts.size(), (2u * 3u + 1u + 1u) * 2u);
+  // Within a case the lists run in file order, the last fastest; the sweep axes inside each case.
+  EXPECT_EQ(pts[0].key(), "format=bf16;hardware=a;k=4096;m=1;n=4096");
+  EXPECT_EQ(pts[1].key(), "format=bf16;hardware=b;k=4096;m=1;n=4096");
+  EXPECT_EQ(pts[2].params.at("m"), "2");
+  EXPECT_EQ(pts[6].params.at("format"), "int4");
+  EXPECT_EQ(pts[6].params.at("m"), "1");
+  EXPECT_EQ(pts[12].key(), "format=fp8;hardware=a;k=8192;m=8192;n=8192");
+  EXPECT_EQ(pts[14].key(), "hardware=a");
+  EXPECT_EQ(s.location("m"), "s.yaml:4");
+  EXPECT_NE(error_of("scenario: linear\ncases:\n  - {m: []}\n").find("s.yaml:3: parameter 'm' has no values"),
+            std::string::npos);
+  EXPECT_NE(error_of("scenario: linear\ncases:\n  - {m: [1, [2]]}\n").find("a value of parameter 'm'"),
+            std::string::npos);
+  EXPECT_NE(error_of("scenario: linear\ncases:\n  - {m: [1, 2]}\nsweep:\n  m: [3]\n").find("axis 'm'"),
+            std::string::npos);
+}
+
 TEST(Spec, MalformedYamlNamesFileLineAndColumn) {
   const std::string msg = error_of("scenario: model\nsweep:\n  batch: [1, 2\n  context: [3]\n");
   EXPECT_NE(msg.find("s.yaml:"), std::string::npos) << msg;

@@ -73,6 +73,18 @@ with tempfile.TemporaryDirectory() as d:
                 best = max(range(0, 9), key=lambda g: (1 - a ** (g + 1)) / (1 - a) / (g * c + 1))
                 for g in range(1, 9):
                     w.writerow([drafter, a, g, (1 - a ** (g + 1)) / (1 - a) / (g * c + 1), best])
+    # Linear-layer rows as the compression spec writes them: measured columns filled for some
+    # shapes and empty (predict-only) for others.
+    lin_csv = os.path.join(d, "linear.csv")
+    with open(lin_csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["shape", "format", "m", "predicted_speedup", "measured_speedup", "rel_error"])
+        for shape, measured in (("4096x4096", True), ("14336x4096", True), ("1024x4096", False)):
+            for fmt, ideal, err in (("bf16", 1.0, 0.0), ("int8", 2.0, 2e-3), ("int4", 3.8, 3e-2)):
+                for m in (1, 2, 4, 8, 16, 32, 64):
+                    pred = 1 + (ideal - 1) / (1 + m / 64)
+                    w.writerow([shape, fmt, m, pred, pred * 0.9 if measured else "",
+                                err * (1 + m / 100) if measured else ""])
 
     cases = [
         (model_csv, {"name": "r", "kind": "roofline", "facet": ["hardware"], "where": {"batch": [1, 8.0]}}),
@@ -84,12 +96,20 @@ with tempfile.TemporaryDirectory() as d:
                      "series": ["scheduler", "kv"], "sort_by": "rate", "where": {"row": "summary"}, "logy": True}),
         (serve_csv, {"name": "timeline", "kind": "line", "x": "time_s", "y": "kv_reserved_bytes",
                      "series": ["scheduler", "kv"], "where": {"row": "timeline"}, "markers": False}),
-        (par_csv, {"name": "bars", "kind": "bars", "x": "layout", "stack": ["weights_bytes", "kv_cache_bytes"],
+        (par_csv, {"name": "bars", "kind": "stacked_bars", "x": "layout", "stack": ["weights_bytes", "kv_cache_bytes"],
                    "labels": ["weights", "KV"], "hline": "capacity_bytes", "facet": ["batch"]}),
-        (par_csv, {"name": "split", "kind": "bars", "x": "layout", "stack": ["step_compute_s", "step_tp_comm_s"],
+        (par_csv, {"name": "split", "kind": "stacked_bars", "x": "layout", "stack": ["step_compute_s", "step_tp_comm_s"],
                    "annotate": "comm_share", "ylabel": "step (ms)"}),
         (spec_csv, {"name": "heat", "kind": "heatmap", "x": "gamma", "y": "alpha", "z": "speedup",
                     "overlay": "optimal_gamma", "center": 1, "facet": ["drafter"]}),
+        (lin_csv, {"name": "lf", "kind": "line", "x": "m", "y": ["measured_speedup"], "series": ["format"],
+                   "compare": {"measured_speedup": "predicted_speedup"}, "facet": ["shape"], "wrap": 2,
+                   "logx": True}),
+        (lin_csv, {"name": "lp", "kind": "line", "x": "m", "y": ["measured_speedup"], "series": ["format"],
+                   "compare": {"measured_speedup": "predicted_speedup"}, "where": {"shape": "1024x4096"}}),
+        (lin_csv, {"name": "b", "kind": "grouped_bars", "x": "format", "y": "rel_error", "series": ["shape"], "logy": True}),
+        (lin_csv, {"name": "be", "kind": "grouped_bars", "x": "format", "y": "rel_error", "facet": "shape",
+                   "where": {"shape": "1024x4096"}}),
     ]
     for csv_path, plot in cases:
         spec = os.path.join(d, plot["name"] + ".json")
@@ -108,14 +128,28 @@ with tempfile.TemporaryDirectory() as d:
         with open(f"{out}.png", "rb") as f:
             if f.read(8) != b"\x89PNG\r\n\x1a\n":
                 failures.append(f"{plot['kind']}: not a PNG")
+        with open(f"{out}.svg") as f:
+            svg = f.read()
+        # What each figure must show: predict-only rows still draw the dashed model curve, a panel
+        # without values says so, a wrapped facet gives one titled panel per shape, bars are drawn.
+        expect = {"lf": ["shape=4096x4096", "shape=1024x4096", "dashed: predicted_speedup"],
+                  "lp": ["dashed: predicted_speedup"], "b": ["14336x4096"], "be": ["no values of rel_error"]}
+        for needle in expect.get(plot["name"], []):
+            if needle not in svg:
+                failures.append(f"{plot['name']}: '{needle}' not in the figure")
+        if plot["name"] == "lp" and svg.count("stroke-dasharray") < 3:
+            failures.append("lp: the predicted curves of predict-only rows are not drawn (dashed)")
+        if plot["name"] in ("lp", "b") and "no values of" in svg:
+            failures.append(f"{plot['name']}: claims to have no values")
 
     # Bad input: an unknown kind and a missing column fail with a message and a non-zero exit.
     for plot, needle in (({"kind": "pie"}, "unknown plot kind"),
                          ({"kind": "line", "x": "batch", "y": "nope"}, "column 'nope'"),
                          ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left"),
-                         ({"kind": "bars", "x": "batch"}, "needs x and stack"),
+                         ({"kind": "stacked_bars", "x": "batch"}, "needs x and stack"),
                          ({"kind": "heatmap", "x": "batch", "y": "ai"}, "needs x, y and z"),
-                         ({"kind": "heatmap", "x": "batch", "y": "ai", "z": "nope"}, "column 'nope'")):
+                         ({"kind": "heatmap", "x": "batch", "y": "ai", "z": "nope"}, "column 'nope'"),
+                         ({"kind": "grouped_bars", "x": "batch", "y": ["ai", "flops"]}, "one y column")):
         spec = os.path.join(d, "bad.json")
         with open(spec, "w") as f:
             json.dump(plot, f)

@@ -12,7 +12,7 @@ namespace inferlab {
 namespace {
 
 OpOptions fp16(AttentionVariant v = AttentionVariant::flash, bool causal = true) {
-  return OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, v, causal};
+  return OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, v, causal, std::nullopt};
 }
 
 const Op& find_op(const std::vector<Op>& ops, const std::string& name) {

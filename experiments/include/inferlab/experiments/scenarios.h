@@ -17,13 +17,18 @@
 //   serving    a request trace through the serving simulator (sim/serving.h): one summary row, and
 //              with sample_every_s > 0 rows of the KV memory over time (row = timeline).
 //   speculative  speedup of speculative decoding at (alpha, gamma) for a drafter (sim/speculative.h).
+//   linear  one row per point: a linear layer m x n x k in one weight format (sim/linear.h), its
+//           predicted time beside that of bf16 on the same shape (the predicted speedup), and on
+//           a GPU the measured time, the measured cuBLAS bf16 time and the output's error.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "inferlab/experiments/results.h"
 #include "inferlab/experiments/spec.h"
 #include "inferlab/sim/hardware.h"
+#include "inferlab/sim/linear.h"
 #include "inferlab/sim/memory.h"
 #include "inferlab/sim/model.h"
 #include "inferlab/sim/ops.h"
@@ -110,6 +115,16 @@ std::vector<Row> decode_rows(const DecodePoint& dp);
 // parallel: the model point's step and memory on a TP x PP layout, as one row.
 std::vector<Row> parallel_rows(const ModelPoint& mp);
 
+struct LinearPoint {
+  Hardware hardware;
+  LinearShape shape;
+  WeightFormat format = WeightFormat::bf16;
+  Op cost, bf16_cost;                     // the format's and dense bf16's on the same shape
+  Prediction prediction, bf16_prediction;
+};
+LinearPoint evaluate_linear_point(const Params& p);
+std::vector<Row> linear_rows(const LinearPoint& lp);
+
 // kv_trace: contiguous vs paged KV memory over a served request trace (src/kv_trace.cpp).
 std::vector<Row> kv_trace_rows(const Params& p);
 
@@ -142,5 +157,6 @@ int64_t param_int(const Params& p, const std::string& name, int64_t min_value = 
 double param_double(const Params& p, const std::string& name);
 bool param_bool(const Params& p, const std::string& name);
 Precision param_precision(const Params& p, const ModelConfig& m);  // dtype / weight_dtype / act_dtype / kv_dtype
+std::optional<WeightFormat> param_weight_format(const Params& p);  // weight_format: none (absent) or a format
 
 }  // namespace inferlab

@@ -7,7 +7,8 @@
 //   fixed:   {model: llama-2-7b, dtype: fp16}
 //   cases:                               # optional explicit points, crossed with the sweep axes
 //     - {phase: decode, batch: 1, context: 2048}
-//     - {phase: prefill, batch: 1, context: 2048}
+//     - {phase: prefill, batch: [1, 8], context: 2048}   # a list: one case per value (the
+//                                                         # cartesian product over the case's lists)
 //   sweep:                               # axes; the points are their cartesian product, in order
 //     hardware: [a100-sxm-80gb, h100-sxm-80gb]
 //   plots:                               # figures drawn from the result rows (plots/plot.py)

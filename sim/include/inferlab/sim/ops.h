@@ -98,10 +98,16 @@ Step prefill_step(int64_t batch, int64_t prompt_tokens);
 Step decode_step(int64_t batch, int64_t context_tokens);  // attends over context tokens (the new one included)
 Step make_step(Phase phase, int64_t batch, int64_t context_tokens);
 
+enum class WeightFormat;  // sim/linear.h
+
 struct OpOptions {
   Precision precision;
   AttentionVariant attention = AttentionVariant::flash;
   bool causal = true;
+  // The weights of the layer GEMMs (qkv_proj, o_proj, gate_up/up_proj, down_proj; not the router,
+  // the embedding or lm_head) stored in this format, costed as sim/linear.h counts it; none: dense
+  // in precision.weight.
+  std::optional<WeightFormat> weight_format;
 };
 
 // (query, key) pairs one head of one sequence computes when `new_tokens` queries follow `past`

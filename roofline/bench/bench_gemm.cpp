@@ -1,0 +1,80 @@
+// Google Benchmark over the linear-layer formats (kernels/gemm) at the Llama-3-8B layer shapes
+// (n x k: 4096x4096 q/o, 14336x4096 gate/up, 4096x14336 down, 1024x4096 k/v) and m = 1, 16, 64
+// tokens, plus the 8192^3 GEMM of bf16 against fp8. Counters from the sim/ cost of the launch:
+//   weight_GB/s   the format's weight bytes (values, scales, metadata) over the median
+//   speedup       cuBLAS bf16 on the same shape and activations (same run) / this format
+//   ideal         the bf16 weight bytes / this format's weight bytes
+//   pct_bw        of the bandwidth the model uses;  TFLOP/s;  predicted_us, error_pct;  rel_error
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "inferlab/roofline/gpu_info.h"
+#include "inferlab/roofline/measure_linear.h"
+#include "inferlab/sim/hardware.h"
+#include "inferlab/sim/roofline.h"
+
+namespace inferlab {
+namespace {
+
+void run(benchmark::State& state, LinearShape s, WeightFormat f) {
+  Hardware hw;
+  LinearMeasurement m;
+  try {
+    hw = hardware_of_this_gpu();
+    for (auto _ : state) {
+      m = measure_linear(s, f);
+      state.SetIterationTime(m.timing.median_s);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const Op cost = linear_cost(s, f);
+  const Prediction pred = predict(cost, hw);
+  const double t = m.timing.median_s;
+  const double wbytes = cost.bytes(TensorRole::weight);
+  state.counters["weight_GB/s"] = wbytes / t / 1e9;
+  state.counters["TFLOP/s"] = cost.flops / t / 1e12;
+  state.counters["pct_bw"] = 100.0 * cost.bytes() / t / pred.bandwidth;
+  state.counters["speedup"] = m.baseline.median_s / t;
+  state.counters["ideal"] = weight_format_bytes(WeightFormat::bf16, s.n, s.k).total() / weight_format_bytes(f, s.n, s.k).total();
+  state.counters["predicted_us"] = pred.total_s * 1e6;
+  state.counters["error_pct"] = 100.0 * (pred.total_s - t) / t;
+  state.counters["rel_error"] = m.rel_error;
+  state.counters["spread_pct"] = 100.0 * m.timing.spread();
+}
+
+}  // namespace
+}  // namespace inferlab
+
+int main(int argc, char** argv) {
+  using namespace inferlab;
+  const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}};
+  const WeightFormat formats[] = {WeightFormat::bf16, WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24,
+                                  WeightFormat::fp8};
+  for (const auto& sh : shapes)
+    for (int64_t m : {1, 16, 64})
+      for (WeightFormat f : formats) {
+        const LinearShape s{m, sh[0], sh[1]};
+        const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
+                                 std::to_string(sh[1]) + "/m" + std::to_string(m);
+        benchmark::RegisterBenchmark(name.c_str(), [s, f](benchmark::State& st) { run(st, s, f); })
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+  for (WeightFormat f : {WeightFormat::bf16, WeightFormat::fp8}) {
+    const LinearShape s{8192, 8192, 8192};
+    benchmark::RegisterBenchmark(("linear/" + weight_format_name(f) + "/gemm8192").c_str(),
+                                 [s, f](benchmark::State& st) { run(st, s, f); })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

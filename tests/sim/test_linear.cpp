@@ -1,0 +1,299 @@
+// The cost of a linear layer per weight format (sim/linear.h): bytes by hand, FLOPs, dtypes, the
+// predicted speedup over bf16 and the shapes a format cannot store.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/hardware.h"
+#include "inferlab/sim/linear.h"
+#include "inferlab/sim/model.h"
+#include "inferlab/sim/ops.h"
+#include "inferlab/sim/roofline.h"
+
+namespace inferlab {
+namespace {
+
+const std::vector<WeightFormat> kAll = {WeightFormat::bf16, WeightFormat::fp16, WeightFormat::int8,
+                                        WeightFormat::int4, WeightFormat::fp8,  WeightFormat::sparse24};
+const std::vector<WeightFormat> kWeightOnly = {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24};
+
+double traffic(const Op& op, const std::string& tensor) {
+  double b = 0;
+  int found = 0;
+  for (const auto& t : op.traffic)
+    if (t.tensor == tensor) {
+      b += t.bytes;
+      ++found;
+    }
+  EXPECT_EQ(found, 1) << op.variant << ": tensor " << tensor;
+  return b;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Linear, FormatNamesRoundTripAndUnknownNamesListTheKnownOnes) {
+  EXPECT_EQ(known_weight_formats(), (std::vector<std::string>{"bf16", "fp16", "int8", "int4", "fp8", "sparse24"}));
+  for (WeightFormat f : kAll) EXPECT_EQ(parse_weight_format(weight_format_name(f)), f);
+  const std::string msg = error_of([] { parse_weight_format("int3"); });
+  EXPECT_NE(msg.find("unknown weight format 'int3'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bf16, fp16, int8, int4, fp8, sparse24"), std::string::npos) << msg;
+  EXPECT_TRUE(is_dense(WeightFormat::bf16));
+  EXPECT_TRUE(is_dense(WeightFormat::fp16));
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::fp8, WeightFormat::sparse24})
+    EXPECT_FALSE(is_dense(f)) << weight_format_name(f);
+}
+
+TEST(Linear, WeightBytesByHand) {
+  // 4096 x 4096 = 16 Mi values.
+  const WeightBytes bf = weight_format_bytes(WeightFormat::bf16, 4096, 4096);
+  EXPECT_EQ(bf.values, 33554432.0);
+  EXPECT_EQ(bf.scales + bf.metadata, 0.0);
+  EXPECT_EQ(weight_format_bytes(WeightFormat::fp16, 4096, 4096).total(), 33554432.0);
+  const WeightBytes i8 = weight_format_bytes(WeightFormat::int8, 4096, 4096);
+  EXPECT_EQ(i8.values, 16777216.0);
+  EXPECT_EQ(i8.scales, 4096.0 * 4);  // fp32 per output channel
+  const WeightBytes i4 = weight_format_bytes(WeightFormat::int4, 4096, 4096);
+  EXPECT_EQ(i4.values, 8388608.0);   // 8 MiB exactly: two values per byte
+  EXPECT_EQ(i4.scales, 524288.0);    // 4096 channels x 32 groups x (bf16 scale + bf16 zero)
+  EXPECT_EQ(i4.metadata, 0.0);
+  const WeightBytes f8 = weight_format_bytes(WeightFormat::fp8, 4096, 4096);
+  EXPECT_EQ(f8.values, 16777216.0);
+  EXPECT_EQ(f8.scales, 4.0);         // one fp32 per tensor
+  const WeightBytes sp = weight_format_bytes(WeightFormat::sparse24, 4096, 4096);
+  EXPECT_EQ(sp.values, 16777216.0);  // half the bf16 values kept
+  EXPECT_EQ(sp.metadata, 4096.0 * 4096 / 8);  // 2 bits per kept value
+  EXPECT_EQ(sp.scales, 0.0);
+  // Not square: the scales follow n (channels) and k / 128 (groups).
+  EXPECT_EQ(weight_format_bytes(WeightFormat::int4, 1024, 14336).scales, 1024.0 * 112 * 4);
+  EXPECT_EQ(weight_format_bytes(WeightFormat::int8, 14336, 4096).scales, 14336.0 * 4);
+}
+
+TEST(Linear, CostListsEveryTensorAndCountsDenseFlops) {
+  const LinearShape s{16, 14336, 4096};
+  for (WeightFormat f : kAll) {
+    const Op op = linear_cost(s, f);
+    const std::string name = weight_format_name(f);
+    EXPECT_EQ(op.name, "linear");
+    EXPECT_EQ(op.variant, name);
+    EXPECT_EQ(op.op_class, OpClass::gemm);
+    EXPECT_EQ(op.count, 1);
+    EXPECT_EQ(op.launches, 1);
+    EXPECT_TRUE(op.tensor_core);
+    EXPECT_EQ(op.flops, 2.0 * 16 * 14336 * 4096) << name;  // dense-equivalent for every format
+    EXPECT_EQ(op.compute_dtype, activation_dtype(f)) << name;
+    // The weight role carries exactly the format's storage, the activations X and Y.
+    const WeightBytes w = weight_format_bytes(f, s.n, s.k);
+    EXPECT_EQ(op.bytes(TensorRole::weight), w.total()) << name;
+    EXPECT_EQ(traffic(op, "W"), w.values) << name;
+    const double act = dtype_bytes(activation_dtype(f)), out = dtype_bytes(output_dtype(f));
+    EXPECT_EQ(traffic(op, "x"), 16.0 * 4096 * act) << name;
+    EXPECT_EQ(traffic(op, "y"), 16.0 * 14336 * out) << name;
+    EXPECT_EQ(op.bytes(TensorRole::kv_cache) + op.bytes(TensorRole::scores), 0.0);
+    for (const auto& t : op.traffic) EXPECT_EQ(t.write, t.tensor == "y") << name << " " << t.tensor;
+  }
+  EXPECT_EQ(traffic(linear_cost(s, WeightFormat::int4), "W_scales_zeros"), 14336.0 * 32 * 4);
+  EXPECT_EQ(traffic(linear_cost(s, WeightFormat::int8), "W_scales"), 14336.0 * 4);
+  EXPECT_EQ(traffic(linear_cost(s, WeightFormat::sparse24), "W_meta"), 14336.0 * 4096 / 8);
+  const Op f8 = linear_cost(s, WeightFormat::fp8);
+  EXPECT_EQ(traffic(f8, "W_scales"), 4.0);
+  EXPECT_EQ(traffic(f8, "x_scale"), 4.0);
+  EXPECT_EQ(f8.bytes(TensorRole::activation), 16.0 * 4096 + 4 + 16.0 * 14336 * 2);
+}
+
+TEST(Linear, Dtypes) {
+  EXPECT_EQ(activation_dtype(WeightFormat::bf16), DType::bf16);
+  EXPECT_EQ(activation_dtype(WeightFormat::fp16), DType::fp16);
+  EXPECT_EQ(activation_dtype(WeightFormat::int8), DType::bf16);
+  EXPECT_EQ(activation_dtype(WeightFormat::int4), DType::bf16);
+  EXPECT_EQ(activation_dtype(WeightFormat::sparse24), DType::bf16);
+  EXPECT_EQ(activation_dtype(WeightFormat::fp8), DType::fp8_e4m3);
+  EXPECT_EQ(output_dtype(WeightFormat::fp16), DType::fp16);
+  for (WeightFormat f : {WeightFormat::bf16, WeightFormat::int8, WeightFormat::int4, WeightFormat::fp8,
+                         WeightFormat::sparse24})
+    EXPECT_EQ(output_dtype(f), DType::bf16) << weight_format_name(f);
+}
+
+TEST(Linear, Fp8RunsAtTheFp8TensorPeak) {
+  for (const char* mode : {"datasheet", "measured"}) {
+    const Hardware hw = load_hardware("h100-sxm-80gb", parse_ceilings_mode(mode));
+    const LinearShape big{8192, 8192, 8192};
+    const Prediction p8 = predict(linear_cost(big, WeightFormat::fp8), hw);
+    const Prediction pb = predict(linear_cost(big, WeightFormat::bf16), hw);
+    EXPECT_EQ(p8.peak_flops, hw.tensor_dense.at("fp8")) << mode;
+    EXPECT_EQ(pb.peak_flops, hw.tensor_dense.at("bf16")) << mode;
+    EXPECT_EQ(p8.bound, Bound::compute);
+    EXPECT_EQ(pb.bound, Bound::compute);
+    // 8192^3 is compute-bound in both: the speedup is the ratio of the peaks (the launch term aside).
+    EXPECT_NEAR((pb.time_s - pb.launch_s) / (p8.time_s - p8.launch_s),
+                hw.tensor_dense.at("fp8") / hw.tensor_dense.at("bf16"), 1e-9);
+  }
+  // A GPU without fp8 tensor cores has no rate to predict with: the error names it.
+  const std::string msg =
+      error_of([] { predict(linear_cost({1, 4096, 4096}, WeightFormat::fp8), load_hardware("a100-sxm-80gb")); });
+  EXPECT_NE(msg.find("fp8"), std::string::npos) << msg;
+}
+
+double speedup(const Hardware& hw, const LinearShape& s, WeightFormat f) {
+  return predict(linear_cost(s, WeightFormat::bf16), hw).time_s / predict(linear_cost(s, f), hw).time_s;
+}
+
+TEST(Linear, PredictedSpeedupAtBatch1OnTheH100) {
+  // 14336 x 4096 (gate/up) at m = 1 is memory-bound for every format: the speedup is the ratio of
+  // bytes, each side plus one launch.
+  const LinearShape s{1, 14336, 4096};
+  for (const char* mode : {"datasheet", "measured"}) {
+    const Hardware hw = load_hardware("h100-sxm-80gb", parse_ceilings_mode(mode));
+    for (WeightFormat f : kAll) EXPECT_EQ(predict(linear_cost(s, f), hw).bound, Bound::memory) << mode;
+    auto memory_ratio = [&](WeightFormat f) {
+      return predict(linear_cost(s, WeightFormat::bf16), hw).memory_s / predict(linear_cost(s, f), hw).memory_s;
+    };
+    // Bytes alone: 2 / (1/2 + 4/128) = 3.76 for int4, 2 / (1 + 4/4096) ~ 2 for int8, 2 / (1 + 1/8) for 2:4.
+    EXPECT_NEAR(memory_ratio(WeightFormat::int4), 3.76, 0.02) << mode;
+    EXPECT_NEAR(memory_ratio(WeightFormat::int8), 2.0, 0.01) << mode;
+    EXPECT_NEAR(memory_ratio(WeightFormat::sparse24), 1.78, 0.01) << mode;
+    EXPECT_NEAR(memory_ratio(WeightFormat::fp8), 2.0, 0.01) << mode;  // X in fp8 too, but X is 8 KB
+    // The launch overhead, paid once by either kernel, pulls the time ratio below the bytes ratio.
+    const double L = hw.launch_overhead_s;
+    for (WeightFormat f : kAll) {
+      const Op b = linear_cost(s, WeightFormat::bf16), q = linear_cost(s, f);
+      const double want = (b.bytes() / hw.memory_bandwidth + L) / (q.bytes() / hw.memory_bandwidth + L);
+      EXPECT_NEAR(speedup(hw, s, f), want, 1e-12) << mode << " " << weight_format_name(f);
+      EXPECT_LT(speedup(hw, s, f), memory_ratio(f) + 1e-12);
+    }
+  }
+  // With the measured H100 ceilings (2.98 TB/s copy bandwidth, 4.3 us launch): int4 ~2.96x.
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  EXPECT_NEAR(speedup(hw, s, WeightFormat::int4), 2.96, 0.01);
+  EXPECT_NEAR(speedup(hw, s, WeightFormat::int8), 1.82, 0.01);
+  EXPECT_NEAR(speedup(hw, s, WeightFormat::sparse24), 1.65, 0.01);
+}
+
+TEST(Linear, WeightOnlyAdvantageFadesAsTheGemmTurnsComputeBound) {
+  for (const char* mode : {"datasheet", "measured"}) {
+    const Hardware hw = load_hardware("h100-sxm-80gb", parse_ceilings_mode(mode));
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}})
+      for (WeightFormat f : kWeightOnly) {
+        double last = speedup(hw, {1, n, k}, f);
+        EXPECT_GT(last, 1.0);
+        for (int64_t m = 2; m <= 16384; m *= 2) {
+          const double now = speedup(hw, {m, n, k}, f);
+          EXPECT_LE(now, last + 1e-12) << mode << " " << weight_format_name(f) << " " << n << "x" << k << " m=" << m;
+          EXPECT_GE(now, 1.0 - 1e-12);
+          last = now;
+        }
+        // Far past the ridge both run at the same tensor peak: no advantage left.
+        EXPECT_NEAR(last, 1.0, 0.01) << mode << " " << weight_format_name(f);
+        EXPECT_EQ(predict(linear_cost({16384, n, k}, f), hw).bound, Bound::compute);
+      }
+  }
+}
+
+TEST(Linear, ShapesAFormatCannotStoreNameTheConstraint) {
+  EXPECT_EQ(error_of([] { weight_format_bytes(WeightFormat::int4, 4096, 100); }),
+            "int4 needs k a multiple of the group size 128, got k=100");
+  EXPECT_EQ(error_of([] { linear_cost({1, 4096, 4000}, WeightFormat::int4); }),
+            "int4 needs k a multiple of the group size 128, got k=4000");
+  EXPECT_NE(error_of([] { linear_cost({1, 4096, 4098}, WeightFormat::sparse24); }).find("multiple of 4, got k=4098"),
+            std::string::npos);
+  // Other formats store any k.
+  EXPECT_NO_THROW(linear_cost({3, 5, 100}, WeightFormat::int8));
+  EXPECT_NO_THROW(linear_cost({3, 5, 100}, WeightFormat::sparse24));
+  EXPECT_NO_THROW(linear_cost({3, 5, 99}, WeightFormat::fp8));
+  for (WeightFormat f : kAll) {
+    EXPECT_NE(error_of([&] { linear_cost({0, 4096, 4096}, f); }).find("m (tokens) must be positive, got 0"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { linear_cost({1, -1, 4096}, f); }).find("n (output features) must be positive, got -1"),
+              std::string::npos);
+    EXPECT_NE(error_of([&] { weight_format_bytes(f, 4096, 0); }).find("k (input features) must be positive"),
+              std::string::npos);
+  }
+}
+
+// A decode step whose layer GEMMs hold their weights in a format: those four ops are costed as
+// linear_cost counts the format, everything else is the dense step's.
+OpOptions bf16_step(std::optional<WeightFormat> f) {
+  OpOptions o;
+  o.precision = Precision{DType::bf16, DType::bf16, DType::bf16};
+  o.weight_format = f;
+  return o;
+}
+
+const Op& op_named(const std::vector<Op>& ops, const std::string& name) {
+  for (const auto& op : ops)
+    if (op.name == name) return op;
+  throw std::runtime_error("no op " + name);
+}
+
+TEST(LinearInStep, LayerGemmsCarryTheFormatsBytesAndNothingElseChanges) {
+  const ModelConfig m = load_model("llama-3-8b");
+  const Step s = decode_step(4, 1024);
+  const auto dense = step_ops(m, s, bf16_step(std::nullopt));
+  // W[n, k] of Llama-3-8B's layer GEMMs (q, k, v fused; gate and up fused).
+  const std::map<std::string, std::pair<int64_t, int64_t>> layer = {
+      {"qkv_proj", {4096 + 2 * 1024, 4096}}, {"o_proj", {4096, 4096}}, {"gate_up_proj", {2 * 14336, 4096}},
+      {"down_proj", {4096, 14336}}};
+  // Dense bf16 as a format is the dense step exactly.
+  const auto as_bf16 = step_ops(m, s, bf16_step(WeightFormat::bf16));
+  ASSERT_EQ(as_bf16.size(), dense.size());
+  for (std::size_t i = 0; i < dense.size(); ++i) EXPECT_EQ(as_bf16[i].bytes(), dense[i].bytes()) << dense[i].name;
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24, WeightFormat::fp8}) {
+    const std::string name = weight_format_name(f);
+    const auto ops = step_ops(m, s, bf16_step(f));
+    ASSERT_EQ(ops.size(), dense.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      EXPECT_EQ(op.name, dense[i].name);
+      EXPECT_EQ(op.flops, dense[i].flops) << name << " " << op.name;
+      EXPECT_EQ(op.count, dense[i].count);
+      auto it = layer.find(op.name);
+      if (it == layer.end()) {  // embedding, norms, attention, lm_head, ...: untouched
+        EXPECT_EQ(op.bytes(), dense[i].bytes()) << name << " " << op.name;
+        EXPECT_EQ(op.compute_dtype, dense[i].compute_dtype) << name << " " << op.name;
+        continue;
+      }
+      const auto [n, k] = it->second;
+      const Op one = linear_cost({s.tokens(), n, k}, f);  // the same layer on its own
+      EXPECT_EQ(op.bytes(TensorRole::weight), weight_format_bytes(f, n, k).total()) << name << " " << op.name;
+      EXPECT_EQ(op.bytes(), one.bytes()) << name << " " << op.name;
+      EXPECT_EQ(op.compute_dtype, one.compute_dtype) << name << " " << op.name;
+      EXPECT_LT(op.bytes(TensorRole::weight), dense[i].bytes(TensorRole::weight)) << name << " " << op.name;
+    }
+  }
+}
+
+TEST(LinearInStep, MoeExpertsReachedCarryTheFormat) {
+  const ModelConfig m = load_model("mixtral-8x7b");
+  const Step s = decode_step(1, 512);
+  const auto ops = step_ops(m, s, bf16_step(WeightFormat::int4));
+  const double touched = expected_experts_touched(m.experts, m.experts_per_token, s.tokens());
+  EXPECT_DOUBLE_EQ(op_named(ops, "gate_up_proj").bytes(TensorRole::weight),
+                   touched * weight_format_bytes(WeightFormat::int4, 2 * m.intermediate, m.hidden).total());
+  EXPECT_DOUBLE_EQ(op_named(ops, "down_proj").bytes(TensorRole::weight),
+                   touched * weight_format_bytes(WeightFormat::int4, m.hidden, m.intermediate).total());
+  EXPECT_EQ(op_named(ops, "gate_up_proj").variant, "moe");
+  // The router stays dense.
+  EXPECT_EQ(op_named(ops, "router").bytes(TensorRole::weight), double(m.experts) * double(m.hidden) * 2);
+}
+
+TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
+  ModelConfig m = load_model("llama-3-8b");
+  m.intermediate = 11000;  // down_proj k = 11000, not a multiple of 128
+  EXPECT_EQ(error_of([&] { step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int4)); }),
+            "int4 needs k a multiple of the group size 128, got k=11000");
+  EXPECT_NO_THROW(step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int8)));
+}
+
+}  // namespace
+}  // namespace inferlab
