@@ -44,15 +44,22 @@ TEST(Quant, Fp8E4m3EveryFiniteCodeRoundTripsAndLargeValuesSaturate) {
   EXPECT_EQ(fp8_e4m3_value(fp8_e4m3_bits(1e6f)), 448.f);
   EXPECT_EQ(fp8_e4m3_value(fp8_e4m3_bits(-1e6f)), -448.f);
   EXPECT_EQ(round_fp8_e4m3(1.0f + 1.0f / 16), 1.0f);  // halfway between 1 and 1.125: to the even code
+  // Against a search over every code (the nearest; on a tie the even code) at all scales.
   Rng rng{3};
-  for (int i = 0; i < 2000; ++i) {  // nearest: no finite code is closer
-    const float x = float(rng.normal() * 50);
-    const float r = round_fp8_e4m3(x);
-    for (int c = 0; c < 256; ++c) {
-      if ((c & 0x7f) == 0x7f) continue;
-      EXPECT_LE(std::fabs(r - std::min(std::fabs(x), 448.f) * (x < 0 ? -1.f : 1.f)),
-                std::fabs(fp8_e4m3_value(uint8_t(c)) - std::min(std::fabs(x), 448.f) * (x < 0 ? -1.f : 1.f)) + 1e-6f);
+  for (int i = 0; i < 20000; ++i) {
+    const float x = float(rng.normal() * std::ldexp(1.0, int(rng.next() % 24) - 12));
+    const float a = std::min(std::fabs(x), 448.f);
+    uint8_t best = 0;
+    float best_err = INFINITY;
+    for (int c = 0; c < 0x7f; ++c) {
+      const float err = std::fabs(fp8_e4m3_value(uint8_t(c)) - a);
+      if (err < best_err || (err == best_err && (c & 1) == 0)) best_err = err, best = uint8_t(c);
     }
+    ASSERT_EQ(fp8_e4m3_bits(x), uint8_t(best | (std::signbit(x) ? 0x80 : 0))) << x;
+  }
+  for (int c = 0; c < 0x7e; ++c) {  // the midpoints between neighbouring codes go to the even one
+    const float mid = (fp8_e4m3_value(uint8_t(c)) + fp8_e4m3_value(uint8_t(c + 1))) / 2;
+    EXPECT_EQ(fp8_e4m3_bits(mid), (c & 1) ? c + 1 : c) << mid;
   }
 }
 

@@ -130,20 +130,17 @@ float fp8_e4m3_value(uint8_t b) {
   return (b & 0x80) ? -v : v;
 }
 uint8_t fp8_e4m3_bits(float x) {
-  // Nearest of the 254 finite codes (ties to the even code), saturating at ±448 (the OCP "satfinite").
+  // Round to nearest even, saturating at ±448 (the OCP "satfinite"): 1 sign, 4 exponent (bias 7),
+  // 3 mantissa bits; below 2^-6 the codes are subnormal steps of 2^-9 (code 8 is 2^-6 itself).
   if (std::isnan(x)) return 0x7f;
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
   const float a = std::min(std::fabs(x), 448.0f);
-  uint8_t best = 0;
-  float best_err = INFINITY;
-  for (int c = 0; c < 0x7f; ++c) {
-    const float err = std::fabs(fp8_e4m3_value(uint8_t(c)) - a);
-    if (err < best_err || (err == best_err && (c & 1) == 0)) {
-      best_err = err;
-      best = uint8_t(c);
-    }
-  }
-  return uint8_t(sign | best);
+  if (a < 0.015625f) return uint8_t(sign | uint8_t(std::nearbyint(a * 512.0f)));
+  int e = 0;
+  const float f = std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1): the code's exponent is e - 1
+  int m = int(std::nearbyint((2 * f - 1) * 8));
+  if (m == 8) m = 0, ++e;
+  return uint8_t(sign | uint8_t(((e - 1 + 7) << 3) | m));
 }
 float round_fp8_e4m3(float x) { return fp8_e4m3_value(fp8_e4m3_bits(x)); }
 
