@@ -317,12 +317,14 @@ Ceilings measure_ceilings(const CeilingOptions& options) {
   // Launch overhead: `launches` empty kernels back to back; the timing kept is per launch.
   {
     const int launches = quick ? 200 : 1000;
+    TimingOptions lopt = topt;
+    lopt.gate = false;  // launch to launch as the host issues them, not a pre-filled queue
     const Timing t = time_cuda(
         [&] {
           for (int i = 0; i < launches; ++i) empty_kernel<<<1, 1, 0, stream>>>();
           INFERLAB_CHECK_LAUNCH();  // a failed launch leaves its error for cudaGetLastError
         },
-        topt);
+        lopt);
     const Timing one = per_step(t, launches);
     c.launch_overhead_s = one.median_s;
     c.details.push_back({"launch_overhead", one.median_s, "s",

@@ -7,12 +7,13 @@
 //      straight into registers; the packed weight never goes through shared memory, and a chunk
 //      is exactly one lane's A fragments (quant.h), so no shuffle is needed;
 //   2. the block's X[0:8·MT, k range] (and int4's scales of the range) go to shared memory with
-//      cp.async (XOR-swizzled 16-byte chunks: conflict-free ldmatrix), one barrier;
+//      cp.async (rows padded by 16 bytes: conflict-free ldmatrix), one barrier;
 //   3. per chunk: dequantize in registers — int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2
-//      of 128 + q, minus (128 + z) gives q − z exactly; int8: q to float to bf16x2 — then mma.sync
+//      of 128 + q exactly (the 128 and the zero point leave at the group's end with the group's sum
+//      of X); int8: q + 2^23 + 128 built as a float's bits, minus the constant — then mma.sync
 //      m16n8k16; sparse24: the compressed values and their metadata go to mma.sp m16n8k32 as they
 //      are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
-//      and at the end), so the tensor cores see small integers, exactly;
+//      and at the end), so the tensor cores see small integers (int4: 128 + q), exactly;
 //      the chunk kDepth ahead is loaded as soon as a register slot frees;
 //   4. split-k: partial sums are added (fp32 atomics) into the workspace; the last block of a row
 //      tile to finish (a counter) converts to bf16 and leaves the workspace zeroed.
@@ -33,7 +34,6 @@ namespace inferlab {
 namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32, kBlockRows = kWarps * 16;
-constexpr int kDepth = 8;          // weight chunks in flight per warp
 constexpr int kUint4PerChunk = 32;  // 512 bytes
 constexpr int kXSmemBytes = 64 << 10;  // the X tile's budget: k per block <= 32768 / (8·MT)
 
@@ -104,36 +104,37 @@ __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t
   return d;
 }
 
-__device__ __forceinline__ uint32_t bf16x2_sub(uint32_t a, uint32_t b) {
-  __nv_bfloat162 x, y;
-  memcpy(&x, &a, 4);
-  memcpy(&y, &b, 4);
-  const __nv_bfloat162 d = __hsub2(x, y);
-  uint32_t u;
-  memcpy(&u, &d, 4);
-  return u;
+// Bytes `byte` and `byte + 1` of w (two's complement int8) as a bf16x2, without the conversion unit:
+// the byte with its sign bit flipped is u = q + 128, the low byte of the float 2^23 + u (bits
+// 0x4B0000uu); subtracting 2^23 + 128 leaves q exactly, and |q| <= 128 is exact in bf16, so the
+// float's upper half is the bf16 (prmt 0x7632 packs the two upper halves).
+__device__ __forceinline__ uint32_t int8x2_to_bf16x2(uint32_t w, int byte) {
+  const uint32_t u = w ^ 0x80808080u;
+  const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650 + byte)) - 8388736.f;
+  const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650 + byte + 1)) - 8388736.f;
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
 
-__device__ __forceinline__ uint32_t int8x2_to_bf16x2(uint32_t w, int byte) {  // bytes byte, byte+1 of w
-  const float lo = float(int8_t(w >> (8 * byte))), hi = float(int8_t(w >> (8 * byte + 8)));
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  return u;
-}
+// X tile element (row, col) in shared memory: rows of KB columns padded by 16 bytes, so that the 8
+// rows one ldmatrix reads at one column fall in distinct banks.
+__device__ __forceinline__ int xs_index(int row, int col, int kb) { return row * (kb + 8) + col; }
 
-// X tile element (row, col) in shared memory: rows of KB columns, 16-byte chunks XOR-swizzled by row.
-__device__ __forceinline__ int xs_index(int row, int col, int kb) {
-  return row * kb + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
-}
+// Blocks per SM the register budget must allow, and the weight chunks each warp keeps in flight:
+// m <= 8: 4 blocks of 8 warps x 6 chunks (96 KB in flight per SM, 64 registers); up to 32 tokens:
+// 2 blocks x 8 chunks (x 4 at 64 tokens, whose accumulators need the registers).
+template <int MT>
+constexpr int min_blocks() { return MT == 1 ? 4 : 2; }
+template <int MT>
+constexpr int depth() { return MT == 1 ? 6 : MT == 8 ? 4 : 8; }
 
 template <WeightFormat F, int MT>
-__global__ void __launch_bounds__(kThreads) weight_only_kernel(const __grid_constant__ WoParams p) {
-  constexpr int C = Format<F>::kCols, MP = 8 * MT;
+__global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel(const __grid_constant__ WoParams p) {
+  constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT>();
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
   const int KB = p.k_per_block;
-  uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + MP * KB * 2);  // int4: [KB/128][128 rows]
+  uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + MP * (KB + 8) * 2);  // int4: [KB/128][128 rows]
+  float* xsum = reinterpret_cast<float*>(ssz + (KB / 128) * kBlockRows);    // int4: [KB/128][MP]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row_tile = blockIdx.x, row0 = row_tile * kBlockRows + warp * 16;
@@ -171,14 +172,26 @@ __global__ void __launch_bounds__(kThreads) weight_only_kernel(const __grid_cons
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
+  if constexpr (F == WeightFormat::int4) {  // each group's sum of X per token (see the group's end)
+    for (int i = threadIdx.x; i < (KB / 128) * MP; i += kThreads) {
+      const int grp = i / MP, r = i % MP;
+      const uint4* src = reinterpret_cast<const uint4*>(xs + xs_index(r, grp * 128, KB));
+      float sum = 0.f;
+#pragma unroll 4
+      for (int j = 0; j < 16; ++j) {
+        const uint4 v = src[j];
+        for (uint32_t w : {v.x, v.y, v.z, v.w}) sum += __uint_as_float(w << 16) + __uint_as_float(w & 0xffff0000u);
+      }
+      xsum[i] = sum;
+    }
+    __syncthreads();
+  }
 
   // 3. The chunks.
   float acc[MT][4];
 #pragma unroll
   for (int nt = 0; nt < MT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-  float grp_acc[MT][4];  // int4: the current group's sums of (q - z) x
-  uint32_t z0 = 0, z1 = 0;
-  float s0 = 0.f, s1 = 0.f;
+  float grp_acc[MT][4];  // int4: the current group's sums of (128 + q) x
   // ldmatrix address of this lane: row 8·nt + lane % 8, columns 8 · (lane / 8) on from the step's k.
   auto b_frag = [&](uint32_t (&b)[4], int nt, int kc) {
     ldmatrix_x4(b, xs + xs_index(8 * nt + (lane & 7), kc + 8 * (lane >> 3), KB));
@@ -193,16 +206,13 @@ __global__ void __launch_bounds__(kThreads) weight_only_kernel(const __grid_cons
         const uint4 cur = ring[i];
         const int kc = c * C;  // first column of the chunk in the block's range
         if constexpr (F == WeightFormat::int4) {
-          if ((c & 1) == 0) {  // a group of 128 columns starts: its scale and zero point for rows g, g+8
-            const uint32_t sz0 = ssz[(kc / 128) * kBlockRows + warp * 16 + g];
-            const uint32_t sz1 = ssz[(kc / 128) * kBlockRows + warp * 16 + g + 8];
-            s0 = __uint_as_float(sz0 << 16);
-            s1 = __uint_as_float(sz1 << 16);
-            z0 = __byte_perm(sz0, 0, 0x3232);  // (128 + z, 128 + z) as bf16x2
-            z1 = __byte_perm(sz1, 0, 0x3232);
+          if ((c & 1) == 0) {  // a group of 128 columns starts
 #pragma unroll
             for (int nt = 0; nt < MT; ++nt) grp_acc[nt][0] = grp_acc[nt][1] = grp_acc[nt][2] = grp_acc[nt][3] = 0.f;
           }
+          // (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2 of 128 + q (bf16 has 7 mantissa bits: a
+          // nibble fits below the exponent only at bits 0-3 of each half); the group's end takes the
+          // 128 and the zero point out with the group's sum of X.
           const uint32_t words[4] = {cur.x, cur.y, cur.z, cur.w};
 #pragma unroll
           for (int j = 0; j < 4; j += 2) {
@@ -212,22 +222,26 @@ __global__ void __launch_bounds__(kThreads) weight_only_kernel(const __grid_cons
 #pragma unroll
             for (int jj = 0; jj < 2; ++jj) {
               const uint32_t w = words[j + jj];
-              uint32_t a[4];
-              a[0] = bf16x2_sub(lop3_and_or(w, 0x000F000Fu, 0x43004300u), z0);
-              a[1] = bf16x2_sub(lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u), z1);
-              a[2] = bf16x2_sub(lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), z0);
-              a[3] = bf16x2_sub(lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u), z1);
+              const uint32_t a[4] = {lop3_and_or(w, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u),
+                                     lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)};
 #pragma unroll
               for (int nt = 0; nt < MT; ++nt) mma_bf16(grp_acc[nt], a, b[nt][2 * jj], b[nt][2 * jj + 1]);
             }
           }
-          if ((c & 1) == 1) {  // the group ends: scale its sums into the accumulators
+          if ((c & 1) == 1) {  // the group ends: its sums are sum (128 + q) x; with X = sum x over the
+            // group, s sum (q - z) x = s acc - s (128 + z) X (z is stored as 128 + z).
+            const int grp = kc / 128;
+            const uint32_t sz0 = ssz[grp * kBlockRows + warp * 16 + g], sz1 = ssz[grp * kBlockRows + warp * 16 + g + 8];
+            const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
+            const float c0 = s0 * __uint_as_float(sz0 & 0xffff0000u);
+            const float c1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
 #pragma unroll
             for (int nt = 0; nt < MT; ++nt) {
-              acc[nt][0] += s0 * grp_acc[nt][0];
-              acc[nt][1] += s0 * grp_acc[nt][1];
-              acc[nt][2] += s1 * grp_acc[nt][2];
-              acc[nt][3] += s1 * grp_acc[nt][3];
+              const float2 xs2 = *reinterpret_cast<const float2*>(xsum + grp * MP + 8 * nt + 2 * t);
+              acc[nt][0] += s0 * grp_acc[nt][0] - c0 * xs2.x;
+              acc[nt][1] += s0 * grp_acc[nt][1] - c0 * xs2.y;
+              acc[nt][2] += s1 * grp_acc[nt][2] - c1 * xs2.x;
+              acc[nt][3] += s1 * grp_acc[nt][3] - c1 * xs2.y;
             }
           }
         } else if constexpr (F == WeightFormat::int8) {
@@ -304,7 +318,7 @@ __global__ void __launch_bounds__(kThreads) weight_only_kernel(const __grid_cons
 int m_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
 int64_t smem_bytes(WeightFormat f, int mt, int64_t kb) {
-  return 8 * mt * kb * 2 + (f == WeightFormat::int4 ? (kb / 128) * kBlockRows * 4 : 0);
+  return 8 * mt * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (kBlockRows + 8 * mt) * 4 : 0);
 }
 
 template <WeightFormat F, int MT>
@@ -337,21 +351,32 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
   // Tiles (measured reasons: kernels/gemm/NOTES.md):
   //   m_tiles   tokens padded to 8, 16, 32 or 64 (n8 tiles of the tensor cores; padding is free
   //             while the weight's bytes bound the time);
-  //   split_k   enough blocks for ~2 per SM ((n / 128) x split_k), each k range a multiple of 128
-  //             that divides k, and no more k per block than the 64 KB X tile holds.
+  //   split_k   the most blocks ((n / 128) x split_k) that still run in ONE wave at the blocks per
+  //             SM the registers allow (min_blocks): a second, partial wave streams with a fraction
+  //             of the SMs (1.13 waves measured 20.8 us where 1 wave of the same bytes takes ~13);
+  //             each block's k range a multiple of 128 that divides k, small enough that the X tile
+  //             and int4's scales leave room for those blocks in the SM's 227 KB of shared memory.
   //   INFERLAB_LINEAR_SPLITK=N forces split_k (tuning only; it must divide k / 128).
   LinearPlan plan;
   plan.m_tiles = m_tiles(p.m);
+  const int blocks_per_sm = plan.m_tiles == 1 ? 4 : 2;  // min_blocks<MT>()
   const int64_t units = p.k / 128;
   const int64_t row_tiles = (p.n + kBlockRows - 1) / kBlockRows;
-  const int64_t max_kb = kXSmemBytes / (2 * 8 * plan.m_tiles);
-  const int64_t need = std::max<int64_t>((p.k + max_kb - 1) / max_kb, (2 * sm_count + row_tiles - 1) / row_tiles);
-  int64_t split = units;
-  for (int64_t d = 1; d <= units; ++d)
-    if (units % d == 0 && d >= need) {
+  const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / blocks_per_sm - (1 << 10));
+  const int64_t max_kb = smem_budget / (smem_bytes(p.format, plan.m_tiles, 1024) / 1024 + 1);
+  const int64_t capacity = int64_t(sm_count) * blocks_per_sm;
+  int64_t split = 0;
+  for (int64_t d = units; d >= 1; --d)  // the largest that fits one wave
+    if (units % d == 0 && p.k / d <= max_kb && row_tiles * d <= capacity) {
       split = d;
       break;
     }
+  if (split == 0)  // more row tiles than a wave holds: no split beyond what shared memory needs
+    for (int64_t d = 1; d <= units; ++d)
+      if (units % d == 0 && p.k / d <= max_kb) {
+        split = d;
+        break;
+      }
   if (const char* e = std::getenv("INFERLAB_LINEAR_SPLITK")) {
     const int64_t forced = std::atoll(e);
     if (forced <= 0 || units % forced != 0 || p.k / forced > max_kb)

@@ -21,6 +21,7 @@ struct TimingOptions {
   int repeats = 30;
   double max_seconds = 2.0;  // stop repeating early once this much GPU time is spent (at least 5 repeats)
   bool flush_l2 = true;
+  bool gate = true;  // hold the stream until each repeat is enqueued (see time_cuda)
   cudaStream_t stream = nullptr;
 };
 
@@ -52,8 +53,12 @@ class L2Flusher {
   std::size_t bytes_ = 0;
 };
 
-// Times `enqueue` (which launches work on options.stream) with CUDA events. Every launch and call
-// is checked; a failure throws inferlab::CudaError.
+// Times `enqueue` (which launches work on options.stream) with CUDA events. Each timed repeat is
+// enqueued behind a gate kernel that holds the stream until the host has enqueued the flush, the
+// start event, the work and the stop event (as nvbench's blocking kernel does), so a host-side
+// pause cannot put idle time between the events. `enqueue` must not synchronize with the stream
+// (that would wait on the gate: it is reported after a 2 s timeout). Every launch and call is
+// checked; a failure throws inferlab::CudaError.
 Timing time_cuda(const std::function<void()>& enqueue, const TimingOptions& options = {});
 
 }  // namespace inferlab

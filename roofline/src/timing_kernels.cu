@@ -1,4 +1,6 @@
-// The L2 flush of timing.h: a read sweep over a buffer of twice the L2 (see L2Flusher).
+// The device side of timing.h: the L2 flush (a read sweep over a buffer of twice the L2, see
+// L2Flusher) and the host gate (a kernel that holds the stream until the host has enqueued all the
+// timed work, see time_cuda).
 #include <cstddef>
 #include <cstdint>
 
@@ -21,7 +23,26 @@ __global__ void l2_sweep_kernel(const uint4* __restrict__ p, std::size_t n, uint
   if (acc == 0x2545f491u) *sink = make_uint4(acc, 0, 0, 0);
 }
 
+// Spins until *open (host memory, mapped) is non-zero, or `timeout_ns` passed (then *timed_out = 1).
+__global__ void host_gate_kernel(const volatile int* open, int* timed_out, unsigned long long timeout_ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (*open == 0) {
+    __nanosleep(200);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > timeout_ns) {
+      *timed_out = 1;
+      return;
+    }
+  }
+}
+
 }  // namespace
+
+void launch_host_gate(const volatile int* open, int* timed_out, unsigned long long timeout_ns, cudaStream_t stream) {
+  host_gate_kernel<<<1, 1, 0, stream>>>(open, timed_out, timeout_ns);
+  INFERLAB_CHECK_LAUNCH();
+}
 
 void l2_read_sweep(const void* buf, std::size_t bytes, void* sink, cudaStream_t stream) {
   int device = 0, sms = 0;
