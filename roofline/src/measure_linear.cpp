@@ -117,13 +117,9 @@ LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const Tim
   DeviceBuffer<uint8_t> dx(std::size_t(s.m * s.k) * (f == WeightFormat::fp8 ? 1 : 2));
   DeviceBuffer<float> dxs(1);
   if (f == WeightFormat::fp8) {
-    float amax = 0;
-    for (float v : x) amax = std::max(amax, std::fabs(v));
-    const float sx = amax > 0 ? amax / 448.f : 1.f;
-    std::vector<uint8_t> q(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) q[i] = fp8_e4m3_bits(x[i] / sx);
-    dx.upload(q);
-    dxs.upload({sx});
+    const Fp8Tensor q = quantize_fp8(x);
+    dx.upload(q.codes);
+    dxs.upload({q.scale});
   } else {
     std::vector<uint8_t> raw(x.size() * 2);
     for (std::size_t i = 0; i < x.size(); ++i) {

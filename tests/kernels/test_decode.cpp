@@ -20,18 +20,10 @@
 #include "inferlab/kernels/kvcache/kvcache.h"
 #include "inferlab/sim/error.h"
 
+#include "error_of.h"
+
 namespace inferlab {
 namespace {
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(KvCache, BlockAllocatorHandsOutEveryBlockOnceAndReportsExhaustion) {
   BlockAllocator a(5);

@@ -49,16 +49,10 @@ double run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed) 
   DeviceBuffer<uint8_t> dx(std::size_t(m * k) * (f == WeightFormat::fp8 ? 1 : 2));
   DeviceBuffer<float> dxs(1);
   if (f == WeightFormat::fp8) {  // X quantized per tensor; the reference sees the dequantized X
-    float amax = 0;
-    for (float v : x) amax = std::max(amax, std::fabs(v));
-    const float sx = amax / 448.f;
-    std::vector<uint8_t> q(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      q[i] = fp8_e4m3_bits(x[i] / sx);
-      x[i] = fp8_e4m3_value(q[i]) * sx;
-    }
-    dx.upload(q);
-    dxs.upload({sx});
+    const Fp8Tensor q = quantize_fp8(x);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = fp8_e4m3_value(q.codes[i]) * q.scale;
+    dx.upload(q.codes);
+    dxs.upload({q.scale});
   } else {
     const std::vector<uint16_t> b = to_bits(x, f);
     INFERLAB_CUDA_CHECK(cudaMemcpy(dx.get(), b.data(), b.size() * 2, cudaMemcpyHostToDevice));

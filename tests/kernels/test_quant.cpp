@@ -10,17 +10,10 @@
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/rng.h"
 
+#include "error_of.h"
+
 namespace inferlab {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Quant, Bf16AndFp16RoundToNearestEven) {
   EXPECT_EQ(round_bf16(1.0f), 1.0f);

@@ -15,6 +15,8 @@
 #include "inferlab/sim/ops.h"
 #include "inferlab/sim/roofline.h"
 
+#include "error_of.h"
+
 namespace inferlab {
 namespace {
 
@@ -32,15 +34,6 @@ double traffic(const Op& op, const std::string& tensor) {
     }
   EXPECT_EQ(found, 1) << op.variant << ": tensor " << tensor;
   return b;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Linear, FormatNamesRoundTripAndUnknownNamesListTheKnownOnes) {

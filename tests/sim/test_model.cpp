@@ -7,17 +7,10 @@
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/model.h"
 
+#include "error_of.h"
+
 namespace inferlab {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Parameter counts published with the checkpoints (Hugging Face model cards / safetensors index):
 // exact, because the count is a pure function of the config (biases: none in these models).

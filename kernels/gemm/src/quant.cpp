@@ -181,13 +181,10 @@ PackedWeight pack_weight(const std::vector<float>& w, int64_t n, int64_t k, Weig
       break;
     }
     case WeightFormat::fp8: {
-      float amax = 0;
-      for (float x : w) amax = std::max(amax, std::fabs(x));
-      const float s = amax > 0 ? amax / 448.0f : 1.0f;
-      p.values.resize(std::size_t(n * k));
-      for (int64_t i = 0; i < n * k; ++i) p.values[std::size_t(i)] = fp8_e4m3_bits(w[std::size_t(i)] / s);
+      Fp8Tensor q = quantize_fp8(w);
+      p.values = std::move(q.codes);
       p.scales.resize(4);
-      put<float>(p.scales, 0, s);
+      put<float>(p.scales, 0, q.scale);
       break;
     }
     case WeightFormat::int8: {
@@ -348,6 +345,16 @@ std::vector<float> unpack_weight(const PackedWeight& p) {
     }
   }
   return w;
+}
+
+Fp8Tensor quantize_fp8(const std::vector<float>& x) {
+  float amax = 0;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  Fp8Tensor t;
+  t.scale = amax > 0 ? amax / 448.f : 1.f;
+  t.codes.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) t.codes[i] = fp8_e4m3_bits(x[i] / t.scale);
+  return t;
 }
 
 std::vector<float> random_weight(int64_t n, int64_t k, uint64_t seed, int64_t outlier_channels, float outlier_scale) {

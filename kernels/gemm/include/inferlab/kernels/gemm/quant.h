@@ -53,6 +53,14 @@ PackedWeight pack_weight(const std::vector<float>& w, int64_t n, int64_t k, Weig
 // The dense [n, k] weight the kernel multiplies with: exactly what the packed bytes encode.
 std::vector<float> unpack_weight(const PackedWeight& p);
 
+// A tensor quantized per tensor to fp8 e4m3 as the fp8 layer takes its activations: the codes of
+// x / scale with scale = amax / 448 (1 for an all-zero tensor); value i is fp8_e4m3_value(codes[i]) * scale.
+struct Fp8Tensor {
+  std::vector<uint8_t> codes;
+  float scale = 1.f;
+};
+Fp8Tensor quantize_fp8(const std::vector<float>& x);
+
 // The pieces, exposed for tests.
 // 2:4 pruning in place of a dense [n, k] weight (k a multiple of 4).
 void prune_2_4(std::vector<float>& w, int64_t n, int64_t k);
