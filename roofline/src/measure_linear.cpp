@@ -11,6 +11,7 @@
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/kernels/gemm/operands.h"
 #include "inferlab/kernels/gemm/quant.h"
 #include "inferlab/sim/error.h"
 
@@ -53,10 +54,6 @@ struct WeightCache {
   }
 };
 
-DeviceBuffer<uint8_t> upload(const std::vector<uint8_t>& v) {
-  return DeviceBuffer<uint8_t>(v.empty() ? std::vector<uint8_t>(16, 0) : v);
-}
-
 }  // namespace
 
 void check_linear_supported(const LinearShape& s, WeightFormat f) {
@@ -90,72 +87,31 @@ LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const Tim
   const std::vector<float> x = random_activations(s.m, s.k, uint64_t(s.m * 7919 + s.k));
 
   // The baseline: cuBLAS bf16 on the unquantized (bf16-rounded) weight; its output is the reference.
-  const PackedWeight& wb = cache.get(s.n, s.k, WeightFormat::bf16);
-  DeviceBuffer<uint8_t> dwb = upload(wb.values);
-  std::vector<uint16_t> xb(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) xb[i] = bf16_bits(x[i]);
-  DeviceBuffer<uint16_t> dxb(xb), dyb(std::size_t(s.m * s.n));
-  LinearParams base;
-  base.format = WeightFormat::bf16;
-  base.m = s.m, base.n = s.n, base.k = s.k;
-  base.x = dxb.get();
-  base.w = dwb.get();
-  base.y = dyb.get();
-  linear(base, timing.stream);
+  LinearOperands base(cache.get(s.n, s.k, WeightFormat::bf16), x, s.m, d.sms);
+  linear(base.params(), timing.stream);
   INFERLAB_CUDA_CHECK(cudaStreamSynchronize(timing.stream));
-  const std::vector<uint16_t> yb = dyb.download();
+  const std::vector<float> yb = base.output();
   LinearMeasurement m;
-  m.baseline = time_cuda([&] { linear(base, timing.stream); }, timing);
+  m.baseline = time_cuda([&] { linear(base.params(), timing.stream); }, timing);
   if (f == WeightFormat::bf16) {
     m.timing = m.baseline;
     return m;
   }
 
-  // The format: its packed weight; fp16 and fp8 take their own activations.
-  const PackedWeight& pw = cache.get(s.n, s.k, f);
-  DeviceBuffer<uint8_t> dw = upload(pw.values), ds = upload(pw.scales), dm = upload(pw.metadata);
-  DeviceBuffer<uint8_t> dx(std::size_t(s.m * s.k) * (f == WeightFormat::fp8 ? 1 : 2));
-  DeviceBuffer<float> dxs(1);
-  if (f == WeightFormat::fp8) {
-    const Fp8Tensor q = quantize_fp8(x);
-    dx.upload(q.codes);
-    dxs.upload({q.scale});
-  } else {
-    std::vector<uint8_t> raw(x.size() * 2);
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      const uint16_t b = f == WeightFormat::fp16 ? fp16_bits(x[i]) : xb[i];
-      std::memcpy(&raw[i * 2], &b, 2);
-    }
-    dx.upload(raw);
-  }
-  DeviceBuffer<uint16_t> dy(std::size_t(s.m * s.n));
-  LinearParams p;
-  p.format = f;
-  p.m = s.m, p.n = s.n, p.k = s.k;
-  p.x = dx.get();
-  p.w = dw.get();
-  p.scales = pw.scales.empty() ? nullptr : ds.get();
-  p.metadata = pw.metadata.empty() ? nullptr : dm.get();
-  p.x_scale = f == WeightFormat::fp8 ? dxs.get() : nullptr;
-  p.y = dy.get();
-  DeviceBuffer<uint8_t> ws(std::max<std::size_t>(linear_workspace_bytes(p, d.sms), 16));
-  INFERLAB_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
-  p.workspace = ws.get();
-  p.workspace_bytes = ws.bytes();
-  dy.fill(0x7fc0);
-  linear(p, timing.stream);
+  // The format: its packed weight, and its own activations where they differ (fp16, fp8).
+  LinearOperands op(cache.get(s.n, s.k, f), x, s.m, d.sms);
+  op.poison_output();
+  linear(op.params(), timing.stream);
   INFERLAB_CUDA_CHECK(cudaStreamSynchronize(timing.stream));
-  const std::vector<uint16_t> y = dy.download();
+  const std::vector<float> y = op.output();
   double err = 0, ref = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
-    const double v = f == WeightFormat::fp16 ? fp16_value(y[i]) : bf16_value(y[i]);
-    if (!std::isfinite(v)) throw Error("linear " + weight_format_name(f) + ": output " + std::to_string(i) + " not written");
-    const double r = bf16_value(yb[i]);
-    err += (v - r) * (v - r);
-    ref += r * r;
+    if (!std::isfinite(y[i])) throw Error("linear " + weight_format_name(f) + ": output " + std::to_string(i) + " not written");
+    err += (double(y[i]) - yb[i]) * (double(y[i]) - yb[i]);
+    ref += double(yb[i]) * yb[i];
   }
   m.rel_error = ref > 0 ? std::sqrt(err / ref) : 0;
-  m.timing = time_cuda([&] { linear(p, timing.stream); }, timing);
+  m.timing = time_cuda([&] { linear(op.params(), timing.stream); }, timing);
   return m;
 }
 

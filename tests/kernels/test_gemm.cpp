@@ -16,6 +16,7 @@
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/kernels/gemm/operands.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/rng.h"
 
@@ -29,51 +30,13 @@ int device_sms() {
   return sms;
 }
 
-std::vector<uint16_t> to_bits(const std::vector<float>& x, WeightFormat f) {
-  std::vector<uint16_t> b(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) b[i] = f == WeightFormat::fp16 ? fp16_bits(x[i]) : bf16_bits(x[i]);
-  return b;
-}
-
-float out_value(uint16_t b, WeightFormat f) { return f == WeightFormat::fp16 ? fp16_value(b) : bf16_value(b); }
-
 // Runs one (format, m, n, k) case twice (the second run checks the workspace was left clean) and
-// compares with the reference. Returns the relative error.
-double run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed) {
+// compares with the reference.
+void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed) {
   SCOPED_TRACE(weight_format_name(f) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
-  const std::vector<float> w = random_weight(n, k, seed, 4, 8.f);
-  std::vector<float> x = random_activations(m, k, seed + 1);
-  const PackedWeight pw = pack_weight(w, n, k, f);
-  DeviceBuffer<uint8_t> dw(pw.values), ds(pw.scales.empty() ? std::vector<uint8_t>(16) : pw.scales),
-      dm(pw.metadata.empty() ? std::vector<uint8_t>(16) : pw.metadata);
-  DeviceBuffer<uint8_t> dx(std::size_t(m * k) * (f == WeightFormat::fp8 ? 1 : 2));
-  DeviceBuffer<float> dxs(1);
-  if (f == WeightFormat::fp8) {  // X quantized per tensor; the reference sees the dequantized X
-    const Fp8Tensor q = quantize_fp8(x);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = fp8_e4m3_value(q.codes[i]) * q.scale;
-    dx.upload(q.codes);
-    dxs.upload({q.scale});
-  } else {
-    const std::vector<uint16_t> b = to_bits(x, f);
-    INFERLAB_CUDA_CHECK(cudaMemcpy(dx.get(), b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  }
-  DeviceBuffer<uint16_t> dy(std::size_t(m * n));
-  LinearParams p;
-  p.format = f;
-  p.m = m, p.n = n, p.k = k;
-  p.x = dx.get();
-  p.w = dw.get();
-  p.scales = pw.scales.empty() ? nullptr : ds.get();
-  p.metadata = pw.metadata.empty() ? nullptr : dm.get();
-  p.x_scale = f == WeightFormat::fp8 ? dxs.get() : nullptr;
-  p.y = dy.get();
-  const std::size_t ws_bytes = linear_workspace_bytes(p, device_sms());
-  DeviceBuffer<uint8_t> ws(std::max<std::size_t>(ws_bytes, 16));
-  INFERLAB_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
-  p.workspace = ws.get();
-  p.workspace_bytes = ws.bytes();
-
-  const std::vector<double> ref = linear_reference(x, m, pw);
+  const PackedWeight pw = pack_weight(random_weight(n, k, seed, 4, 8.f), n, k, f);
+  LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms());
+  const std::vector<double> ref = linear_reference(op.x_seen(), m, pw);
   double ref_norm = 0, round_err = 0;
   for (double v : ref) {
     ref_norm += v * v;
@@ -81,29 +44,23 @@ double run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed) 
     round_err += (r - v) * (r - v);
   }
   const double tol = 2 * std::sqrt(round_err / ref_norm) + 1e-5;
-  double rel = 0;
   for (int run = 0; run < 2; ++run) {
-    dy.fill(0x7fc0);  // NaN in bf16 and fp16 alike
-    linear(p, nullptr);
+    op.poison_output();
+    linear(op.params(), nullptr);
     INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<uint16_t> y = dy.download();
+    const std::vector<float> y = op.output();
     double err = 0;
+    std::size_t unwritten = 0;
     for (std::size_t i = 0; i < y.size(); ++i) {
-      const double v = out_value(y[i], f);
-      EXPECT_TRUE(std::isfinite(v)) << "output " << i << " not written (or not finite)";
-      if (!std::isfinite(v)) return INFINITY;
-      err += (v - ref[i]) * (v - ref[i]);
+      if (!std::isfinite(y[i])) ++unwritten;
+      else err += (y[i] - ref[i]) * (y[i] - ref[i]);
     }
-    rel = std::sqrt(err / ref_norm);
-    EXPECT_LE(rel, tol) << "run " << run;
-    if (ws_bytes > 0) {
-      const std::vector<uint8_t> left = ws.download();
-      std::size_t dirty = 0;
-      for (std::size_t i = 0; i < ws_bytes; ++i) dirty += left[i] != 0;
-      EXPECT_EQ(dirty, 0u) << "workspace bytes left dirty after run " << run;
-    }
+    ASSERT_EQ(unwritten, 0u) << "outputs not written (or not finite), run " << run;
+    EXPECT_LE(std::sqrt(err / ref_norm), tol) << "run " << run;
+    std::size_t dirty = 0;
+    for (uint8_t b : op.workspace()) dirty += b != 0;
+    EXPECT_EQ(dirty, 0u) << "workspace bytes left dirty after run " << run;
   }
-  return rel;
 }
 
 TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
