@@ -127,6 +127,18 @@ def key_text(row, cols):
     return ", ".join(f"{row.get(c, '')}" for c in cols)
 
 
+def series_colors(rows, series):
+    """The series keys in order of appearance, and a colour per key index (tab10, or tab20 beyond 10)."""
+    keys = []
+    for r in rows:
+        k = key_text(r, series)
+        if k not in keys:
+            keys.append(k)
+    ncol = 10 if len(keys) <= 10 else 20
+    cmap = plt.get_cmap("tab10" if ncol == 10 else "tab20")
+    return keys, lambda i: cmap(i % ncol)
+
+
 def ordered_values(rows, col):
     seen = []
     for r in rows:
@@ -312,13 +324,7 @@ def line(rows, plot):
     groups, (nr, nc) = panels(rows, plot)
     # Without facets the y columns sit side by side; with them, one row of facet panels per y.
     fig, axes = figure((nr * len(ys), nc) if plot.get("facet") else (1, len(ys)), plot, 5.6, 4.4, extra_w=2.8)
-    keys = []
-    for r in rows:
-        k = key_text(r, series)
-        if k not in keys:
-            keys.append(k)
-    ncol = 10 if len(keys) <= 10 else 20
-    cmap = plt.get_cmap("tab10" if ncol == 10 else "tab20")
+    keys, color = series_colors(rows, series)
     per = plot.get("per")  # divide y by this column (e.g. bytes per sequence: per batch_used)
 
     order = plot.get("sort_by", x)
@@ -342,13 +348,13 @@ def line(rows, plot):
             pts = points(sel, k, y)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] * scale for p in pts],
-                        marker="o" if plot.get("markers", True) else None, ms=3.5, lw=1.4, color=cmap(i % ncol),
+                        marker="o" if plot.get("markers", True) else None, ms=3.5, lw=1.4, color=color(i),
                         label=k or y)
                 drawn = True
             if paired:  # the model's value for the same points, dashed in the same colour (also alone)
                 pp = points(sel, k, paired)
                 pscale, _ = display(paired)
-                ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=cmap(i % ncol))
+                ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=color(i))
                 drawn = drawn or bool(pp)
             # Points whose memory does not fit the device: hollow white markers over the line.
             over = sorted((number(r[x]), number(r[y])) for r in sel
@@ -356,7 +362,7 @@ def line(rows, plot):
                           and number(r.get(x)) is not None and number(r.get(y)) is not None)
             if over:
                 ax.plot([p[0] for p in over], [p[1] * scale for p in over], ls="", marker="o", ms=6,
-                        mfc="white", mec=cmap(i % ncol))
+                        mfc="white", mec=color(i))
         if not drawn:
             no_data(ax, y)
         if y in hlines:
@@ -375,7 +381,7 @@ def line(rows, plot):
         if title:
             ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.25)
-    handles = [plt.Line2D([], [], color=cmap(i % ncol), marker="o", ms=3.5, label=k or ys[0]) for i, k in enumerate(keys)]
+    handles = [plt.Line2D([], [], color=color(i), marker="o", ms=3.5, label=k or ys[0]) for i, k in enumerate(keys)]
     for y, paired in compare.items():
         if y in ys:
             handles.append(plt.Line2D([], [], color="gray", ls="--", lw=1.0, label=f"dashed: {paired}"))
@@ -400,13 +406,7 @@ def grouped_bars(rows, plot):
     groups, shape = panels(rows, plot)
     fig, axes = figure(shape, plot, 6.4, 4.4, extra_w=2.8)
     cats = ordered_values(rows, x)
-    keys = []
-    for r in rows:
-        k = key_text(r, series)
-        if k not in keys:
-            keys.append(k)
-    ncol = 10 if len(keys) <= 10 else 20
-    cmap = plt.get_cmap("tab10" if ncol == 10 else "tab20")
+    keys, color = series_colors(rows, series)
     width = 0.8 / max(len(keys), 1)
     scale, ylabel = display(y)
     for ax, (title, sel) in zip(axes, groups):
@@ -425,10 +425,10 @@ def grouped_bars(rows, plot):
                 mean = sum(vals) / len(vals)
                 if logy and mean <= 0:  # nothing to draw on a log axis: say so
                     ax.annotate("0", (pos, 0), xycoords=("data", "axes fraction"), ha="center", va="bottom",
-                                fontsize=6, color=cmap(i % ncol))
+                                fontsize=6, color=color(i))
                     continue
                 err = [[mean - min(vals)], [max(vals) - mean]] if len(vals) > 1 else None
-                ax.bar([pos], [mean], width=width * 0.95, color=cmap(i % ncol), yerr=err, capsize=2,
+                ax.bar([pos], [mean], width=width * 0.95, color=color(i), yerr=err, capsize=2,
                        error_kw={"lw": 0.8})
         if not drawn:
             no_data(ax, y)
@@ -442,7 +442,7 @@ def grouped_bars(rows, plot):
         if title:
             ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", which="both", alpha=0.25)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=cmap(i % ncol), label=k or y) for i, k in enumerate(keys)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color(i), label=k or y) for i, k in enumerate(keys)]
     fig.legend(handles=handles, loc="center right", fontsize=7, frameon=False,
                title=", ".join(series) if series else None, title_fontsize=7)
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / fig.get_figwidth(), 0.93))
