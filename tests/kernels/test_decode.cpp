@@ -61,6 +61,24 @@ TEST(KvCache, ManagerGrowsOnDemandAndFreesOnRelease) {
   EXPECT_NE(error_of([&] { m.grow(4, 1); }).find("exhausted"), std::string::npos);
 }
 
+TEST(KvCache, TruncateFreesWholeTrailingBlocksOnly) {
+  PagedKvManager m(8, 16, 8);
+  m.grow(0, 50);  // 4 blocks
+  const std::vector<int32_t> before = m.blocks(0);
+  m.truncate(0, 33);  // 3 blocks hold 33 tokens
+  EXPECT_EQ(m.tokens(0), 33);
+  EXPECT_EQ(m.blocks(0), std::vector<int32_t>(before.begin(), before.begin() + 3));
+  EXPECT_EQ(m.allocator().free_blocks(), 5);
+  m.truncate(0, 32);  // exactly 2 blocks
+  EXPECT_EQ(m.blocks(0).size(), 2u);
+  m.truncate(0, 32);
+  EXPECT_EQ(m.allocator().free_blocks(), 6);
+  EXPECT_NE(error_of([&] { m.truncate(0, 33); }).find("cannot keep 33 of its 32"), std::string::npos);
+  m.truncate(0, 0);
+  EXPECT_TRUE(m.blocks(0).empty());
+  EXPECT_EQ(m.allocator().free_blocks(), 8);
+}
+
 TEST(KvCache, ViewChecksCatchBadTablesAndContexts) {
   int dummy = 0;
   KvCacheView v;

@@ -15,10 +15,13 @@
 
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/device_buffer.h"
+#include "inferlab/kernels/gemm/gemv.h"
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/kernels/gemm/operands.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/rng.h"
+
+#include "error_of.h"
 
 namespace inferlab {
 namespace {
@@ -83,6 +86,81 @@ TEST(LinearGpu, DenseAndFp8MatchTheReference) {
   REQUIRE_GPU();
   for (WeightFormat f : {WeightFormat::bf16, WeightFormat::fp16, WeightFormat::fp8})
     for (int64_t m : {1, 5, 64, 200}) run_case(f, m, 256, 512, 20 + m);
+}
+
+// The streaming GEMV (m <= 8): the same norm-wise tolerance as above, against the double product of the
+// bf16/fp16-rounded inputs; fp32 output: the rounding term is that of fp32 (the summation order term).
+TEST(GemvGpu, MatchesTheReferenceForEveryTokenCountAndOutputType) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 91};
+  for (DType dt : {DType::bf16, DType::fp16})
+    for (DType out : {dt, DType::fp32})
+      for (int64_t m = 1; m <= kGemvMaxTokens; ++m) {
+        // Odd n (a warp pair's second row missing), k a multiple of 8 not of the 256-element unrolled step.
+        const int64_t n = m == 8 ? 4096 : 1 + int64_t(rng.next() % 700), k = 8 * (1 + int64_t(rng.next() % 700));
+        SCOPED_TRACE(dtype_name(dt) + "->" + dtype_name(out) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                     " k=" + std::to_string(k));
+        const auto round = [&](float v) { return dt == DType::bf16 ? round_bf16(v) : round_fp16(v); };
+        std::vector<float> w = random_weight(n, k, rng.next(), 4, 8.f), x = random_activations(m, k, rng.next());
+        for (float& v : w) v = round(v);
+        for (float& v : x) v = round(v);
+        auto bits = [&](const std::vector<float>& v) {
+          std::vector<uint16_t> b(v.size());
+          for (std::size_t i = 0; i < v.size(); ++i) b[i] = dt == DType::bf16 ? bf16_bits(v[i]) : fp16_bits(v[i]);
+          return b;
+        };
+        DeviceBuffer<uint16_t> dw(bits(w)), dx(bits(x));
+        DeviceBuffer<float> dy(std::size_t(m * n));
+        float poison;  // all-ones bits: NaN as fp32 and as each 16-bit half (bf16, fp16)
+        const uint32_t ones = ~0u;
+        std::memcpy(&poison, &ones, 4);
+        dy.fill(poison);
+        GemvParams p;
+        p.dtype = dt, p.out_dtype = out, p.m = m, p.n = n, p.k = k;
+        p.x = dx.get(), p.w = dw.get(), p.y = dy.get();
+        gemv(p, nullptr);
+        INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> raw = dy.download();
+        std::vector<double> y(std::size_t(m * n));
+        for (int64_t i = 0; i < m * n; ++i) {
+          if (out == DType::fp32) {
+            y[i] = raw[i];
+          } else {
+            uint16_t b;
+            std::memcpy(&b, reinterpret_cast<const uint8_t*>(raw.data()) + 2 * i, 2);
+            y[i] = dt == DType::bf16 ? bf16_value(b) : fp16_value(b);
+          }
+        }
+        double ref_norm = 0, round_err = 0, err = 0;
+        std::size_t bad = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double r = 0;
+            for (int64_t c = 0; c < k; ++c) r += double(x[i * k + c]) * double(w[j * k + c]);
+            const double rr = out == DType::fp32 ? double(float(r)) : double(round(float(r)));
+            ref_norm += r * r;
+            round_err += (rr - r) * (rr - r);
+            const double v = y[std::size_t(i * n + j)];
+            if (!std::isfinite(v)) ++bad;
+            else err += (v - r) * (v - r);
+          }
+        ASSERT_EQ(bad, 0u) << "outputs not written";
+        EXPECT_LE(std::sqrt(err / ref_norm), 2 * std::sqrt(round_err / ref_norm) + 1e-5);
+      }
+}
+
+TEST(GemvGpu, BadInputIsRejectedBeforeAnyLaunch) {
+  alignas(16) static uint8_t buf[64];
+  GemvParams p;
+  p.x = p.w = p.y = buf;
+  p.m = 9, p.n = 16, p.k = 64;
+  EXPECT_NE(error_of([&] { validate_gemv(p); }).find("m must be in 1..8"), std::string::npos);
+  p.m = 1, p.k = 12;
+  EXPECT_NE(error_of([&] { validate_gemv(p); }).find("multiple of 8"), std::string::npos);
+  p.k = 64, p.x = buf + 2;
+  EXPECT_NE(error_of([&] { validate_gemv(p); }).find("aligned"), std::string::npos);
+  p.x = buf, p.out_dtype = DType::fp16;
+  EXPECT_NE(error_of([&] { validate_gemv(p); }).find("output"), std::string::npos);
 }
 
 TEST(LinearGpu, BadInputIsRejectedBeforeAnyLaunch) {

@@ -63,6 +63,19 @@ void PagedKvManager::release(int slot) {
   s.tokens = 0;
 }
 
+void PagedKvManager::truncate(int slot, int64_t tokens) {
+  Seq& s = seq(slot);
+  if (tokens < 0 || tokens > s.tokens)
+    throw Error("sequence " + std::to_string(slot) + ": cannot keep " + std::to_string(tokens) + " of its " +
+                std::to_string(s.tokens) + " tokens");
+  const std::size_t keep = std::size_t((tokens + block_size_ - 1) / block_size_);
+  while (s.blocks.size() > keep) {
+    alloc_.release(s.blocks.back());
+    s.blocks.pop_back();
+  }
+  s.tokens = tokens;
+}
+
 int64_t PagedKvManager::tokens(int slot) const { return seq(slot).tokens; }
 const std::vector<int32_t>& PagedKvManager::blocks(int slot) const { return seq(slot).blocks; }
 

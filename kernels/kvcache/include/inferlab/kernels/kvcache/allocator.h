@@ -32,6 +32,9 @@ class PagedKvManager {
   // Makes room for `tokens` tokens in total in `slot`, allocating blocks as needed.
   void grow(int slot, int64_t tokens);
   void release(int slot);  // the sequence ended: its blocks return to the pool
+  // Keeps the first `tokens` tokens (a speculative rollback: a length decrement); whole trailing blocks
+  // return to the pool. More tokens than the slot holds is an error.
+  void truncate(int slot, int64_t tokens);
   int64_t tokens(int slot) const;
   const std::vector<int32_t>& blocks(int slot) const;
   // Table rows for the given slots, -1 padded to max_blocks_per_seq.
