@@ -8,6 +8,8 @@
 //   inferlab run SPEC.yaml... [--predict-only] [--out DIR] [--fresh]
 //   inferlab plot RESULTS.csv [--plot NAME] [--out DIR]
 //   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
+//   inferlab generate --model M --weights random|PATH --batch B --prompt-tokens P --new-tokens N
+//                   [--weight-format F] [--eager]   run the GPU engine (predict-only without a GPU)
 // Every verb takes --json for machine-readable output. Bad input prints "inferlab: error: ..." and
 // exits with status 1 (2 for command-line syntax errors).
 #include <cstdio>
@@ -20,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "inferlab/experiments/generate.h"
 #include "inferlab/experiments/plots.h"
 #include "inferlab/experiments/provenance.h"
 #include "inferlab/experiments/results.h"
@@ -532,6 +535,103 @@ void add_precision_options(CLI::App* c, Params& p) {
                                       "override for the KV cache");
 }
 
+int cmd_generate(const Params& given, bool predict_only, bool json) {
+  Params p = given;
+  const GpuInfo gpu = detect_gpu();
+  if (!p.count("hardware")) {
+    const std::string id = gpu.present ? hardware_for_device(gpu.name) : "";
+    p["hardware"] = id.empty() ? "h100-sxm-80gb" : id;
+  }
+  const Scenario& sc = find_scenario("engine");
+  GenerateRun run = plan_generate(generate_config(complete_params(sc, p)));
+  std::string why_not;
+#ifdef INFERLAB_HAVE_CUDA
+  if (!predict_only && !gpu.present) why_not = "no GPU: " + gpu.reason;
+#else
+  why_not = "built without CUDA";
+#endif
+  if (predict_only) why_not = "--predict-only";
+  if (why_not.empty()) measure_generate(run);
+  const GenerateSummary s = summarize(run);
+  const GenerateConfig& c = run.config;
+  const std::string format = c.weight_format ? weight_format_name(*c.weight_format) : "bf16";
+  if (json) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const GenerateStep& st : run.steps) {
+      int64_t tokens = 0, past = 0;
+      for (const auto& q : st.sequences) tokens += q.new_tokens, past = std::max(past, q.past);
+      nlohmann::json j = {{"phase", st.phase}, {"sequences", st.sequences.size()}, {"tokens", tokens},
+                          {"max_past", past}, {"predicted_s", st.predicted_s}, {"limit_s", st.limit_s},
+                          {"bytes", st.bytes}, {"flops", st.flops}};
+      if (run.measured) j["measured_s"] = st.measured_s, j["wall_s"] = st.wall_s, j["graph"] = st.graph;
+      steps.push_back(j);
+    }
+    print_json({{"model", model_json(run.model)},
+                {"hardware", hardware_json(run.hardware)},
+                {"weights", c.weights},
+                {"weight_format", format},
+                {"batch", c.batch},
+                {"prompt_tokens", c.prompt_tokens},
+                {"new_tokens", c.new_tokens},
+                {"graphs", c.graphs},
+                {"measured", run.measured},
+                {"not_measured_because", why_not},
+                {"device", run.device},
+                {"engine_weight_bytes", run.weight_bytes},
+                {"prefill", {{"tokens", s.prefill_tokens}, {"predicted_s", s.prefill_predicted_s},
+                             {"measured_s", s.prefill_measured_s}, {"wall_s", s.prefill_wall_s},
+                             {"tokens_per_s", s.prefill_tokens_per_s},
+                             {"predicted_tokens_per_s", s.predicted_prefill_tokens_per_s}}},
+                {"decode", {{"tokens", s.decode_tokens}, {"steps", s.decode_steps},
+                            {"tokens_per_s", s.tokens_per_s}, {"gpu_tokens_per_s", s.gpu_tokens_per_s},
+                            {"predicted_tokens_per_s", s.predicted_tokens_per_s},
+                            {"limit_tokens_per_s", s.limit_tokens_per_s}, {"share_of_limit", s.share_of_limit()},
+                            {"median_step_measured_s", s.median_decode_measured_s},
+                            {"median_step_predicted_s", s.median_decode_predicted_s},
+                            {"wall_s", s.decode_wall_s}, {"gpu_s", s.decode_measured_s},
+                            {"predicted_s", s.decode_predicted_s}, {"limit_s", s.decode_limit_s}}},
+                {"first_sequence_tokens", run.first_sequence},
+                {"steps", steps}});
+    return 0;
+  }
+  fmt::print("{}\n", model_summary(run.model));
+  fmt::print("engine: weights {} ({}), batch {}, prompt {} + {} new tokens, {} decode\n", c.weights, format, c.batch,
+             c.prompt_tokens, c.new_tokens, c.graphs ? "CUDA graphs for" : "eager launches for");
+  fmt::print("predicted on {} ({}): {:.0f} GB/s copy bandwidth\n", run.hardware.id, run.hardware.ceilings_source,
+             run.hardware.memory_bandwidth / 1e9);
+  if (!run.measured) fmt::print("not measured ({}): predictions only\n", why_not);
+  else fmt::print("measured on {}: weights {}\n", run.device, gb(run.weight_bytes));
+  fmt::print("\n{:<8} {:>8} {:>12} {:>12} {:>12} {:>13} {:>13}\n", "phase", "tokens", "predicted", "measured", "wall",
+             "tok/s pred", "tok/s meas");
+  fmt::print("{:<8} {:>8} {:>12} {:>12} {:>12} {:>13.1f} {:>13}\n", "prefill", s.prefill_tokens,
+             seconds(s.prefill_predicted_s), run.measured ? seconds(s.prefill_measured_s) : "-",
+             run.measured ? seconds(s.prefill_wall_s) : "-", s.predicted_prefill_tokens_per_s,
+             run.measured ? fmt::format("{:.1f}", s.prefill_tokens_per_s) : "-");
+  if (s.decode_steps > 0) {
+    fmt::print("{:<8} {:>8} {:>12} {:>12} {:>12} {:>13.1f} {:>13}\n", "decode", s.decode_tokens,
+               seconds(s.decode_predicted_s), run.measured ? seconds(s.decode_measured_s) : "-",
+               run.measured ? seconds(s.decode_wall_s) : "-", s.predicted_tokens_per_s,
+               run.measured ? fmt::format("{:.1f}", s.tokens_per_s) : "-");
+    fmt::print("\ndecode step: predicted {} (median){}\n", seconds(s.median_decode_predicted_s),
+               run.measured ? fmt::format(", measured {} (median GPU time), model error {:+.1f}%",
+                                          seconds(s.median_decode_measured_s),
+                                          100 * (s.median_decode_predicted_s - s.median_decode_measured_s) /
+                                              s.median_decode_measured_s)
+                            : "");
+    fmt::print("bandwidth limit (the step's bytes once at {:.0f} GB/s): {:.1f} tokens/s{}\n",
+               run.hardware.memory_bandwidth / 1e9, s.limit_tokens_per_s,
+               run.measured ? fmt::format("; reached {:.1f}% of it (wall clock), {:.1f}% by GPU time",
+                                          100 * s.share_of_limit(), 100 * s.gpu_tokens_per_s / s.limit_tokens_per_s)
+                            : "");
+  }
+  if (run.measured && !run.first_sequence.empty()) {
+    std::string t;
+    for (std::size_t i = 0; i < run.first_sequence.size() && i < 16; ++i) t += (i ? " " : "") + std::to_string(run.first_sequence[i]);
+    fmt::print("first sequence's tokens: {}{}\n", t, run.first_sequence.size() > 16 ? " ..." : "");
+  }
+  return 0;
+}
+
 void add_param(CLI::App* c, Params& p, const std::string& flag, const std::string& key, const std::string& help,
                bool required = false) {
   auto* o = c->add_option_function<std::string>(flag, [&p, key](const std::string& v) { p[key] = v; }, help);
@@ -641,6 +741,25 @@ int main(int argc, char** argv) {
   ceilings->add_flag("--quick", ceil_quick, "small sizes, few repeats (a smoke run; not for the model)");
   ceilings->add_flag("--json", json, "machine-readable output");
 
+  Params gen_p;
+  bool gen_predict_only = false;
+  auto* generate = app.add_subcommand("generate", "run the GPU engine: prefill B prompts, decode N tokens; tokens/s "
+                                                  "beside the prediction of every step and the bandwidth limit");
+  add_param(generate, gen_p, "--model", "model", "model name or path to a config.json (llama, mistral, qwen2)", true);
+  add_param(generate, gen_p, "--weights", "weights", "random (default: seeded, Hugging Face's init) or a model folder");
+  add_param(generate, gen_p, "--batch", "batch", "sequences (default 1)");
+  add_param(generate, gen_p, "--prompt-tokens", "prompt_tokens", "prompt tokens per sequence (default 128)");
+  add_param(generate, gen_p, "--new-tokens", "new_tokens", "tokens to generate per sequence (default 128)");
+  add_param(generate, gen_p, "--weight-format", "weight_format", "layer GEMM weights: none (bf16), int8, int4, sparse24");
+  add_param(generate, gen_p, "--hardware", "hardware", "hardware to predict for (default: this GPU, else h100-sxm-80gb)");
+  add_param(generate, gen_p, "--ceilings", "ceilings", "auto (default), datasheet or measured");
+  add_param(generate, gen_p, "--seed", "seed", "seed of the random weights and prompts (default 1)");
+  add_param(generate, gen_p, "--max-step-tokens", "max_step_tokens", "new tokens per step (default 8192)");
+  generate->add_flag_function("--eager", [&](std::int64_t) { gen_p["graphs"] = "false"; },
+                              "launch every kernel from the host (no CUDA graphs)");
+  generate->add_flag("--predict-only", gen_predict_only, "do not run the engine even when a GPU is present");
+  generate->add_flag("--json", json, "machine-readable output");
+
   std::string csv, only_plot, plot_out;
   auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON)");
   plot->add_option("results", csv, "results .csv")->required();
@@ -665,6 +784,7 @@ int main(int argc, char** argv) {
     }
     if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
     if (*ceilings) return cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
+    if (*generate) return cmd_generate(gen_p, gen_predict_only, json);
   } catch (const Error& e) {
     fmt::print(stderr, "inferlab: error: {}\n", e.what());
     return 1;

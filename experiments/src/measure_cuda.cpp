@@ -1,7 +1,13 @@
 // Measured columns for the scenarios with kernels. The cost that turns a time into FLOP/s and
 // GB/s is the row's own (sim/ops.h), never a second formula.
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+
+#include "inferlab/experiments/generate.h"
+#include "inferlab/kernels/engine/engine.h"
+#include "inferlab/sim/rng.h"
 
 #include "inferlab/experiments/scenarios.h"
 #include "inferlab/roofline/gpu_info.h"
@@ -110,6 +116,93 @@ std::function<void(const Params&, std::vector<Row>&)> linear_measure() {
       set_cell(r, "measured_speedup", num(m.baseline.median_s / m.timing.median_s));
       set_cell(r, "rel_error", num(m.rel_error));
     }
+  };
+}
+
+namespace {
+
+// One engine at a time, kept across the points that share its weights (a 7B model loads in seconds,
+// quantized ones in tens): rebuilt when the model, weights, format or seed change, or a point needs more
+// sequences, steps or context than it was built for.
+struct CachedEngine {
+  std::string key;
+  int64_t sequences = 0, step_tokens = 0, context = 0;
+  std::unique_ptr<Engine> engine;
+};
+
+Engine& engine_for(const GenerateRun& r) {
+  static CachedEngine cache;
+  const GenerateConfig& c = r.config;
+  const std::string key = c.model + "|" + c.weights + "|" +
+                          (c.weight_format ? weight_format_name(*c.weight_format) : "bf16") + "|" + std::to_string(c.seed);
+  const int64_t context = c.prompt_tokens + c.new_tokens;
+  if (!cache.engine || cache.key != key || c.batch > cache.sequences || c.max_step_tokens > cache.step_tokens ||
+      context > cache.context) {
+    cache.engine.reset();  // free the old one's memory first
+    EngineModel em = load_engine_model(c.weights == "random" ? c.model : c.weights);
+    EngineOptions o;
+    o.weights = c.weights;
+    o.seed = c.seed;
+    o.weight_format = c.weight_format;
+    o.max_sequences = std::max<int64_t>(256, c.batch);
+    o.max_step_tokens = std::max<int64_t>(8192, c.max_step_tokens);
+    o.max_context = em.model.max_positions > 0 ? std::min(em.model.max_positions, std::max<int64_t>(8192, context)) : context;
+    cache.engine = std::make_unique<Engine>(em, o);
+    cache.key = key;
+    cache.sequences = o.max_sequences, cache.step_tokens = o.max_step_tokens, cache.context = cache.engine->max_context();
+  }
+  return *cache.engine;
+}
+
+}  // namespace
+
+void measure_generate(GenerateRun& r) {
+  check_same_gpu(r.hardware);
+  Engine& e = engine_for(r);
+  e.set_graphs(r.config.graphs);
+  const GenerateConfig& c = r.config;
+  Rng rng{c.seed * 7919 + 17};
+  std::vector<std::vector<int32_t>> prompts(std::size_t(c.batch), std::vector<int32_t>(std::size_t(c.prompt_tokens)));
+  for (auto& p : prompts)
+    for (auto& t : p) t = int32_t(rng.next() % uint64_t(r.model.vocab));
+  auto run_steps = [&](bool record) {
+    std::vector<std::vector<int32_t>> generated(std::size_t(c.batch));
+    for (GenerateStep& st : r.steps) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<SequenceInput> in;
+      for (const PlannedSequence& q : st.sequences) {
+        SequenceInput s;
+        s.slot = q.slot, s.logits = q.logits;
+        const auto& prompt = prompts[std::size_t(q.slot)];
+        if (st.phase == "prefill") s.tokens.assign(prompt.begin() + q.past, prompt.begin() + q.past + q.new_tokens);
+        else s.tokens = {generated[std::size_t(q.slot)].back()};
+        in.push_back(std::move(s));
+      }
+      const StepOutput o = e.step(in);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (std::size_t i = 0; i < in.size(); ++i)
+        if (!o.tokens[i].empty()) generated[std::size_t(in[i].slot)].push_back(o.tokens[i].back());
+      if (record) st.measured_s = o.gpu_s, st.wall_s = wall, st.graph = o.graph;
+    }
+    for (int b = 0; b < int(c.batch); ++b) e.release(b);
+    if (record) r.first_sequence = generated[0];
+  };
+  run_steps(false);  // warm-up: clocks, cuBLAS plans, CUDA graphs captured
+  run_steps(true);
+  r.measured = true;
+  r.device = detect_gpu().name;
+  r.weight_bytes = e.memory().weight_bytes;
+}
+
+std::function<void(const Params&)> engine_preflight() {
+  return [](const Params& p) { check_same_gpu(plan_generate(generate_config(p)).hardware); };
+}
+
+std::function<void(const Params&, std::vector<Row>&)> engine_measure() {
+  return [](const Params& p, std::vector<Row>& rows) {
+    GenerateRun run = plan_generate(generate_config(p));
+    measure_generate(run);
+    rows = generate_rows(run);
   };
 }
 

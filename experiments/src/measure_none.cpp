@@ -1,4 +1,6 @@
 // Built without CUDA: no scenario can measure; every point is predicted only.
+#include "inferlab/experiments/generate.h"
+#include "inferlab/sim/error.h"
 #include "measurers.h"
 
 namespace inferlab {
@@ -9,5 +11,12 @@ std::function<void(const Params&)> decode_preflight() { return {}; }
 std::function<void(const Params&, std::vector<Row>&)> decode_measure() { return {}; }
 std::function<void(const Params&)> linear_preflight() { return {}; }
 std::function<void(const Params&, std::vector<Row>&)> linear_measure() { return {}; }
+
+std::function<void(const Params&)> engine_preflight() { return {}; }
+std::function<void(const Params&, std::vector<Row>&)> engine_measure() { return {}; }
+
+void measure_generate(GenerateRun&) {
+  throw Error("running the engine needs a CUDA build and a GPU (this binary was built without CUDA)");
+}
 
 }  // namespace inferlab

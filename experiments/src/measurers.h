@@ -15,5 +15,7 @@ std::function<void(const Params&)> decode_preflight();
 std::function<void(const Params&, std::vector<Row>&)> decode_measure();
 std::function<void(const Params&)> linear_preflight();
 std::function<void(const Params&, std::vector<Row>&)> linear_measure();
+std::function<void(const Params&)> engine_preflight();
+std::function<void(const Params&, std::vector<Row>&)> engine_measure();
 
 }  // namespace inferlab

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "inferlab/experiments/generate.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
 #include "measurers.h"
@@ -537,6 +538,23 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return decode_rows(evaluate_decode_point(p)); },
        decode_preflight(),
        decode_measure()},
+      {"engine",
+       "generation on the GPU engine (kernels/engine): B prompts prefilled, then N - 1 greedy decode steps; "
+       "decode (or prefill) tokens/s measured beside sim/'s prediction of every step and the bandwidth limit",
+       {{"model", "", "model name or path to a config.json (the engine runs llama, mistral, qwen2)"},
+        {"weights", "random", "random (seeded, Hugging Face's init) or a Hugging Face model folder"},
+        {"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"batch", "1", "sequences"},
+        {"prompt_tokens", "128", "prompt tokens per sequence"},
+        {"new_tokens", "128", "tokens generated per sequence (1: prefill only)"},
+        {"weight_format", "none", "layer GEMM weights: none (bf16), int8, int4, sparse24"},
+        {"graphs", "true", "CUDA graphs for the decode steps (false: eager launches)"},
+        {"seed", "1", "seed of the random weights and prompts"},
+        {"max_step_tokens", "8192", "new tokens per step (longer prefills are cut into steps)"}},
+       [](const Params& p) { return generate_rows(plan_generate(generate_config(p))); },
+       engine_preflight(),
+       engine_measure()},
       {"linear",
        "a linear layer Y[m, n] = X[m, k] W[n, k]^T with its weight in one format (kernels/gemm): bf16, fp16, "
        "int8, int4, fp8, sparse24; predicted and measured time, speedup over bf16, error",

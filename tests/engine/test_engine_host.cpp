@@ -63,6 +63,15 @@ TEST(EngineArch, ShippedLlamaConfigsLoad) {
   const EngineModel l3 = load_engine_model("llama-3-8b");
   EXPECT_DOUBLE_EQ(l3.arch.rope.theta, 500000.0);
   EXPECT_EQ(engine_model(tiny_config("qwen2")).arch.qkv_bias, true);
+  // transformers >= 5 writes RoPE as one rope_parameters object.
+  auto j = tiny_config();
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  const EngineModel v5 = engine_model(j);
+  EXPECT_DOUBLE_EQ(v5.arch.rope.theta, 500000.0);
+  EXPECT_EQ(v5.arch.rope.type, "llama3");
+  EXPECT_EQ(v5.arch.rope.original_max_positions, 8192);
 }
 
 TEST(EngineArch, RefusesWhatItDoesNotRunNamingTheField) {

@@ -284,3 +284,43 @@ plots:
 }
 
 }  // namespace
+
+namespace {
+
+// generate without running the engine: every step planned and predicted, the limit beside it.
+TEST(Cli, GeneratePredictsEveryStepAndTheBandwidthLimit) {
+  const Result r = cli("generate --model llama-2-7b --hardware h100-sxm-80gb --batch 4 --prompt-tokens 100 "
+                       "--new-tokens 20 --predict-only --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["measured"].get<bool>());
+  EXPECT_EQ(j["prefill"]["tokens"], 400);
+  EXPECT_EQ(j["decode"]["tokens"], 76);  // 19 decode steps of 4 sequences
+  EXPECT_EQ(j["steps"].size(), 20u);
+  const double limit = j["decode"]["limit_tokens_per_s"], predicted = j["decode"]["predicted_tokens_per_s"];
+  // Batch 4 of Llama-2-7B streams ~13.3 GB of weights per step: the limit is ~4 x 223 tokens/s, and the
+  // roofline (with its launch term) predicts below it.
+  EXPECT_GT(limit, 800);
+  EXPECT_LT(limit, 950);
+  EXPECT_LT(predicted, limit);
+  EXPECT_GT(predicted, 0.5 * limit);
+  // A longer prompt than a step holds is cut into chunks: 2 prefill steps for 1000 tokens at 600 a step.
+  const Result c = cli("generate --model llama-3-8b --prompt-tokens 1000 --new-tokens 2 --max-step-tokens 600 "
+                       "--predict-only --json");
+  ASSERT_EQ(c.status, 0) << c.all;
+  const auto cj = nlohmann::json::parse(c.out);
+  EXPECT_EQ(cj["steps"][0]["tokens"], 600);
+  EXPECT_EQ(cj["steps"][1]["tokens"], 400);
+  EXPECT_EQ(cj["steps"][2]["phase"], "decode");
+}
+
+TEST(Cli, GenerateRefusesWhatTheEngineDoesNotRun) {
+  expect_failure("generate --model mixtral-8x7b --predict-only", "model_type 'mixtral' is not run by the engine");
+  expect_failure("generate --model llama-2-7b --prompt-tokens 4000 --new-tokens 200 --predict-only",
+                 "exceed llama-2-7b's max_position_embeddings of 4096");
+  expect_failure("generate --model llama-2-7b --batch 0 --predict-only", "batch");
+  expect_failure("generate --model llama-2-7b --weight-format int5 --predict-only", "int5");
+  expect_failure("generate --model no-such-model --predict-only", "unknown model");
+}
+
+}  // namespace

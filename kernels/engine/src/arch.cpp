@@ -51,23 +51,34 @@ ArchConfig arch_from_hf_json(const nlohmann::json& config, const ModelConfig& m,
   a.rms_norm_eps = json_fields::opt_number(j, "rms_norm_eps", where).value_or(a.family == "llama" ? 1e-6 : 1e-6);
   if (!(a.rms_norm_eps > 0)) throw Error(where + ": rms_norm_eps must be positive");
   a.initializer_range = json_fields::opt_number(j, "initializer_range", where).value_or(0.02);
-  a.rope.theta = json_fields::opt_number(j, "rope_theta", where).value_or(10000.0);
+  // RoPE: transformers < 5 writes rope_theta and rope_scaling {rope_type (or type), factor, ...};
+  // transformers >= 5 writes one rope_parameters {rope_type, rope_theta, factor, ...}.
+  const auto* params = find(j, "rope_parameters");
+  if (params && !params->is_object())
+    throw Error(where + ": field 'rope_parameters' must be an object, got " + params->dump());
+  const nlohmann::json* rs = params ? params : find(j, "rope_scaling");
+  const std::string rs_name = params ? "rope_parameters" : "rope_scaling";
+  a.rope.theta = (params ? json_fields::opt_number(*params, "rope_theta", where + ": rope_parameters")
+                         : json_fields::opt_number(j, "rope_theta", where))
+                     .value_or(10000.0);
   if (!(a.rope.theta > 1)) throw Error(where + ": rope_theta must be greater than 1");
-  if (const auto* rs = find(j, "rope_scaling")) {
+  if (rs) {
     if (!rs->is_object()) throw Error(where + ": field 'rope_scaling' must be an object or null, got " + rs->dump());
-    std::string type = json_fields::string(*rs, "rope_type", where + ": rope_scaling", "");
-    if (type.empty()) type = json_fields::string(*rs, "type", where + ": rope_scaling", "default");
+    const std::string w = where + ": " + rs_name;
+    std::string type = json_fields::string(*rs, "rope_type", w, "");
+    if (type.empty()) type = json_fields::string(*rs, "type", w, "default");
     if (type != "default" && type != "linear" && type != "llama3")
-      throw Error(where + ": rope_scaling type '" + type + "' is not supported (default, linear, llama3)");
+      throw Error(where + ": " + rs_name + " type '" + type + "' is not supported (default, linear, llama3)");
+    if (auto prf = json_fields::opt_number(*rs, "partial_rotary_factor", w); prf && *prf != 1.0)
+      throw Error(w + ": partial_rotary_factor " + std::to_string(*prf) + " is not supported (only full rotation)");
     a.rope.type = type;
-    if (type != "default") a.rope.factor = json_fields::positive(*rs, "factor", where + ": rope_scaling");
+    if (type != "default") a.rope.factor = json_fields::positive(*rs, "factor", w);
     if (type == "llama3") {
-      a.rope.low_freq_factor = json_fields::positive(*rs, "low_freq_factor", where + ": rope_scaling");
-      a.rope.high_freq_factor = json_fields::positive(*rs, "high_freq_factor", where + ": rope_scaling");
-      a.rope.original_max_positions =
-          int64_t(json_fields::positive(*rs, "original_max_position_embeddings", where + ": rope_scaling"));
+      a.rope.low_freq_factor = json_fields::positive(*rs, "low_freq_factor", w);
+      a.rope.high_freq_factor = json_fields::positive(*rs, "high_freq_factor", w);
+      a.rope.original_max_positions = int64_t(json_fields::positive(*rs, "original_max_position_embeddings", w));
       if (!(a.rope.high_freq_factor > a.rope.low_freq_factor))
-        throw Error(where + ": rope_scaling high_freq_factor must exceed low_freq_factor");
+        throw Error(w + ": high_freq_factor must exceed low_freq_factor");
     }
   }
   a.sliding_window = m.sliding_window;

@@ -1,0 +1,280 @@
+// The GPU engine on tiny Llama and Qwen2 configs (random weights, norms and biases perturbed):
+//   - teacher-forced logits of one prefill step against the CPU reference forward (double), every weight
+//     format (the reference multiplies with exactly the values the packed weights encode);
+//   - incremental decode against one prefill of the same tokens, a sequence alone against the same
+//     sequence inside a batch (the share bit-identical is printed; the rest held to the tolerance);
+//   - graph replay bit-identical to eager; blocks shuffled in the pool bit-identical to blocks in order;
+//     rollback (truncate) then the same tokens again bit-identical; a folder written from the engine's
+//     weights loads into an engine that gives the same logits;
+//   - bad input: a model that does not fit, a step the KV memory cannot hold (the engine unchanged after).
+// Tolerance (derived, as FlashAttention's tests): max |logit - reference| <= 2x the max error of the
+// reference's own bf16 emulation (reference.h) against the double reference, + 1e-3 for fp32 sums.
+#include <gtest/gtest.h>
+
+#include "../kernels/gpu_test.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "inferlab/kernels/engine/engine.h"
+#include "inferlab/kernels/engine/reference.h"
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/rng.h"
+
+#include "error_of.h"
+
+namespace inferlab {
+namespace {
+
+nlohmann::json tiny_config(const std::string& type) {
+  return {{"architectures", {type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+          {"model_type", type},
+          {"hidden_size", 256},
+          {"intermediate_size", 640},
+          {"num_hidden_layers", 3},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"head_dim", 64},
+          {"vocab_size", 600},
+          {"max_position_embeddings", 1024},
+          {"rms_norm_eps", 1e-5},
+          {"rope_theta", 10000.0},
+          {"rope_scaling", type == "qwen2" ? nlohmann::json(nullptr)
+                                           : nlohmann::json{{"rope_type", "llama3"}, {"factor", 8.0},
+                                                            {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                                            {"original_max_position_embeddings", 128}}},
+          {"hidden_act", "silu"},
+          {"initializer_range", 0.05},
+          {"tie_word_embeddings", type == "qwen2"},
+          {"torch_dtype", "bfloat16"}};
+}
+
+EngineModel tiny(const std::string& type) {
+  const nlohmann::json j = tiny_config(type);
+  EngineModel em;
+  em.model = model_from_hf_json(j, "tiny-" + type, "tiny.json");
+  em.arch = arch_from_hf_json(j, em.model, "tiny.json");
+  return em;
+}
+
+EngineOptions tiny_options(uint64_t seed) {
+  EngineOptions o;
+  o.seed = seed;
+  o.perturb = true;
+  o.max_sequences = 16;
+  o.max_step_tokens = 1024;
+  o.max_logit_rows = 512;
+  o.kv_blocks = 400;
+  return o;
+}
+
+std::vector<int32_t> random_tokens(Rng& rng, int64_t n, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = int32_t(rng.next() % uint64_t(vocab));
+  return t;
+}
+
+struct Tolerance {
+  double tol = 0;
+  std::vector<double> ref;
+};
+// The reference logits of `tokens` and the tolerance derived from the bf16 emulation's error.
+Tolerance reference(const EngineModel& em, const HostWeights& w, const std::vector<int32_t>& tokens) {
+  Tolerance t;
+  t.ref = reference_forward(em.model, em.arch, w, tokens);
+  const auto bf = reference_forward(em.model, em.arch, w, tokens, true);
+  double e = 0;
+  for (std::size_t i = 0; i < bf.size(); ++i) e = std::max(e, std::abs(bf[i] - t.ref[i]));
+  t.tol = 2 * e + 1e-3;
+  return t;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<double>& b, std::size_t offset = 0) {
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    d = std::max(d, std::abs(double(a[i]) - b[offset + i]));
+  }
+  return d;
+}
+
+// One prefill step of `tokens` in `slot`, logits of every position.
+std::vector<float> prefill_logits(Engine& e, int slot, const std::vector<int32_t>& tokens) {
+  SequenceInput s;
+  s.slot = slot, s.tokens = tokens, s.logits = int64_t(tokens.size());
+  return e.step({s}, true).logits;
+}
+
+std::vector<float> decode_logits(Engine& e, const std::vector<std::pair<int, int32_t>>& rows) {
+  std::vector<SequenceInput> in;
+  for (auto [slot, tok] : rows) {
+    SequenceInput s;
+    s.slot = slot, s.tokens = {tok};
+    in.push_back(s);
+  }
+  return e.step(in, true).logits;
+}
+
+TEST(EngineGpu, PrefillLogitsMatchTheReferenceInEveryWeightFormat) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 11};
+  for (const char* type : {"llama", "qwen2"})
+    for (auto f : {WeightFormat::bf16, WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24}) {
+      if (std::string(type) == "qwen2" && f != WeightFormat::bf16) continue;
+      SCOPED_TRACE(std::string(type) + " " + weight_format_name(f));
+      const EngineModel em = tiny(type);
+      EngineOptions o = tiny_options(rng.next());
+      o.weight_format = f;
+      Engine e(em, o);
+      const auto tokens = random_tokens(rng, 37 + int64_t(rng.next() % 200), em.model.vocab);
+      const Tolerance t = reference(em, e.download_weights(), tokens);
+      const std::vector<float> got = prefill_logits(e, 3, tokens);
+      ASSERT_EQ(got.size(), t.ref.size());
+      EXPECT_LE(max_diff(got, t.ref), t.tol);
+      int agree = 0;
+      for (std::size_t p = 0; p < tokens.size(); ++p) {
+        auto row = [&](auto& v) { return std::max_element(v.begin() + long(p * 600), v.begin() + long((p + 1) * 600)) - v.begin(); };
+        agree += row(got) == row(t.ref);
+      }
+      EXPECT_GE(double(agree) / double(tokens.size()), 0.9);
+    }
+}
+
+TEST(EngineGpu, IncrementalDecodeEqualsOnePrefillAndBatchesDoNotChangeASequence) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 12};
+  const EngineModel em = tiny("llama");
+  Engine e(em, tiny_options(rng.next()));
+  const auto tokens = random_tokens(rng, 300, em.model.vocab);
+  const Tolerance t = reference(em, e.download_weights(), tokens);
+  const std::vector<float> whole = prefill_logits(e, 0, tokens);
+  // The same tokens: a prefill of 100, then decodes of one token, in slot 1 alone; slot 2 runs the same
+  // sequence inside batches of 1..7 other sequences (decoding their own random tokens).
+  const int64_t head = 100;
+  std::vector<float> alone = prefill_logits(e, 1, std::vector<int32_t>(tokens.begin(), tokens.begin() + head));
+  prefill_logits(e, 2, std::vector<int32_t>(tokens.begin(), tokens.begin() + head));
+  for (int s = 3; s < 10; ++s) prefill_logits(e, s, random_tokens(rng, 1 + int64_t(rng.next() % 400), em.model.vocab));
+  int64_t identical = 0, compared = 0;
+  double worst_batch = 0, worst_decode = 0;
+  for (int64_t p = head; p < int64_t(tokens.size()); ++p) {
+    const std::vector<float> a = decode_logits(e, {{1, tokens[std::size_t(p)]}});
+    std::vector<std::pair<int, int32_t>> rows = {{2, tokens[std::size_t(p)]}};
+    const int others = int(rng.next() % 8);
+    for (int s = 3; s < 3 + others; ++s) rows.push_back({s, int32_t(rng.next() % 600)});
+    std::rotate(rows.begin(), rows.begin() + long(rng.next() % rows.size()), rows.end());  // anywhere in the batch
+    const std::vector<float> b = decode_logits(e, rows);
+    const auto at = std::find_if(rows.begin(), rows.end(), [](auto r) { return r.first == 2; }) - rows.begin();
+    const std::vector<float> bseq(b.begin() + at * 600, b.begin() + (at + 1) * 600);
+    identical += bseq == a;
+    ++compared;
+    worst_batch = std::max(worst_batch, max_diff(bseq, t.ref, std::size_t(p * 600)));
+    worst_decode = std::max(worst_decode, max_diff(a, t.ref, std::size_t(p * 600)));
+    alone.insert(alone.end(), a.begin(), a.end());
+  }
+  std::printf("[ engine   ] a sequence inside batches of 1-8: %lld of %lld decode steps bit-identical to it alone\n",
+              (long long)identical, (long long)compared);
+  EXPECT_LE(worst_decode, t.tol);
+  EXPECT_LE(worst_batch, t.tol);
+  EXPECT_LE(max_diff(whole, t.ref), t.tol);
+  double between = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) between = std::max(between, double(std::abs(whole[i] - alone[i])));
+  EXPECT_LE(between, t.tol) << "incremental decode vs one prefill";
+}
+
+TEST(EngineGpu, GraphsShuffledBlocksAndRollbackAreBitIdentical) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 13};
+  const EngineModel em = tiny("llama");
+  const uint64_t seed = rng.next();
+  EngineOptions eager_opt = tiny_options(seed);
+  eager_opt.graphs = false;
+  Engine graph(em, tiny_options(seed)), eager(em, eager_opt);
+  // Fragment the eager engine's pool: its sequence's blocks land scattered, out of order.
+  for (int s = 4; s < 12; ++s) prefill_logits(eager, s, random_tokens(rng, 40, em.model.vocab));
+  for (int s = 4; s < 12; s += 2) eager.release(s);
+  const int64_t B = 5;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < B; ++b) prompts.push_back(random_tokens(rng, 20 + 13 * b, em.model.vocab));
+  for (int b = 0; b < B; ++b) {
+    const auto from_graph_engine = prefill_logits(graph, b, prompts[std::size_t(b)]);
+    ASSERT_EQ(from_graph_engine, prefill_logits(eager, b, prompts[std::size_t(b)]));
+  }
+  std::vector<std::vector<float>> history;
+  for (int step = 0; step < 24; ++step) {
+    std::vector<std::pair<int, int32_t>> rows;
+    for (int b = 0; b < B; ++b) rows.push_back({b, int32_t((step * 31 + b * 7) % 600)});
+    const StepOutput go = [&] {
+      std::vector<SequenceInput> in;
+      for (auto [slot, tok] : rows) {
+        SequenceInput s;
+        s.slot = slot, s.tokens = {tok};
+        in.push_back(s);
+      }
+      return graph.step(in, true);
+    }();
+    const std::vector<float> el = decode_logits(eager, rows);
+    ASSERT_EQ(go.logits, el) << "step " << step << (go.graph ? " (graph replay)" : " (eager, before capture)");
+    if (step > 0) {
+      EXPECT_TRUE(go.graph) << "step " << step;
+    }
+    history.push_back(el);
+  }
+  EXPECT_GE(graph.graphs_captured(), 1);
+  // Rollback: drop the last 10 tokens of every sequence and decode the same tokens again.
+  for (int b = 0; b < B; ++b) eager.truncate(b, eager.held_tokens(b) - 10);
+  for (int step = 14; step < 24; ++step) {
+    std::vector<std::pair<int, int32_t>> rows;
+    for (int b = 0; b < B; ++b) rows.push_back({b, int32_t((step * 31 + b * 7) % 600)});
+    ASSERT_EQ(decode_logits(eager, rows), history[std::size_t(step)]) << "after rollback, step " << step;
+  }
+}
+
+TEST(EngineGpu, AFolderOfItsWeightsLoadsBackToTheSameLogits) {
+  REQUIRE_GPU();
+  const EngineModel em = tiny("qwen2");
+  Engine a(em, tiny_options(5));
+  const auto dir = std::filesystem::temp_directory_path() / ("inferlab_engine_folder_" + std::to_string(::getpid()));
+  write_model_folder(dir, tiny_config("qwen2"), em.model, em.arch, a.download_weights());
+  EngineOptions o = tiny_options(0);
+  o.weights = dir.string();
+  Engine b(load_engine_model(dir.string()), o);
+  const std::vector<int32_t> tokens = {1, 2, 3, 500, 17, 42, 99, 0};
+  EXPECT_EQ(prefill_logits(a, 0, tokens), prefill_logits(b, 0, tokens));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(EngineGpu, RefusesWhatDoesNotFitAndStaysUnchanged) {
+  REQUIRE_GPU();
+  nlohmann::json j = tiny_config("llama");
+  j["hidden_size"] = 8192, j["intermediate_size"] = 28672, j["num_hidden_layers"] = 2000;
+  j["num_attention_heads"] = 64, j["num_key_value_heads"] = 8, j["head_dim"] = 128, j["vocab_size"] = 32000;
+  EngineModel huge;
+  huge.model = model_from_hf_json(j, "huge", "huge.json");
+  huge.arch = arch_from_hf_json(j, huge.model, "huge.json");
+  const std::string e = error_of([&] { Engine x(huge, tiny_options(1)); });
+  EXPECT_NE(e.find("does not fit"), std::string::npos) << e;
+  EXPECT_NE(e.find("needs"), std::string::npos) << e;
+  EXPECT_NE(e.find("free"), std::string::npos) << e;
+
+  const EngineModel em = tiny("llama");
+  EngineOptions o = tiny_options(2);
+  o.kv_blocks = 70;  // 1120 tokens of KV (one full sequence is 64 blocks)
+  Engine small(em, o);
+  Rng rng{3};
+  prefill_logits(small, 0, random_tokens(rng, 900, em.model.vocab));
+  const int64_t free_before = small.kv().allocator().free_blocks();
+  SequenceInput s;
+  s.slot = 1, s.tokens = random_tokens(rng, 300, em.model.vocab);
+  EXPECT_NE(error_of([&] { small.step({s}); }).find("KV cache is full"), std::string::npos);
+  EXPECT_EQ(small.kv().allocator().free_blocks(), free_before);
+  EXPECT_EQ(small.held_tokens(1), 0);
+  s.slot = 0, s.tokens = random_tokens(rng, 200, em.model.vocab);
+  EXPECT_NE(error_of([&] { small.step({s}); }).find("exceed the engine's max context of 1024"), std::string::npos);
+  EXPECT_EQ(small.held_tokens(0), 900);
+  s.tokens = {600};
+  EXPECT_NE(error_of([&] { small.step({s}); }).find("outside the vocabulary"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inferlab
