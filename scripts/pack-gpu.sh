@@ -13,6 +13,7 @@ cmake --build build -j"$(nproc)"
 rm -rf .gpu/bin .gpu/lib
 mkdir -p .gpu/bin .gpu/lib
 cp build/inferlab .gpu/bin/
+[ -x build/inferlab_engine_logits ] && cp build/inferlab_engine_logits .gpu/bin/
 for b in build/inferlab_bench_*; do [ -x "$b" ] && cp "$b" .gpu/bin/; done
 find build/tests -maxdepth 1 -type f -perm -u+x -name 'inferlab_*_tests' -exec cp {} .gpu/bin/ \;
 for bin in .gpu/bin/*; do
