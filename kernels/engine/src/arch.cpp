@@ -1,5 +1,7 @@
 #include "inferlab/kernels/engine/arch.h"
 
+#include "inferlab/kernels/layers/layers_host.h"
+
 #include <cmath>
 #include <set>
 
@@ -93,33 +95,12 @@ EngineModel load_engine_model(const std::string& name_or_path) {
 }
 
 std::vector<float> rope_inv_freq(int64_t head_dim, const RopeConfig& r) {
-  if (head_dim <= 0 || head_dim % 2) throw Error("rope: head dim must be positive and even");
-  // As transformers computes them, in fp32: base ** (arange(0, dim, 2).float() / dim), then 1 / that.
-  std::vector<float> inv(std::size_t(head_dim / 2));
-  const float base = float(r.theta);
-  for (int64_t i = 0; i < head_dim / 2; ++i) {
-    const float e = float(2 * i) / float(head_dim);
-    inv[i] = 1.0f / float(std::pow(double(base), double(e)));
-  }
-  if (r.type == "linear") {
-    for (float& f : inv) f = f / float(r.factor);
-  } else if (r.type == "llama3") {
-    const float factor = float(r.factor), lo = float(r.low_freq_factor), hi = float(r.high_freq_factor);
-    const float old_len = float(r.original_max_positions);
-    const float low_wavelen = old_len / lo, high_wavelen = old_len / hi;
-    constexpr float kTwoPi = 6.283185307179586f;
-    for (float& f : inv) {
-      const float wavelen = kTwoPi / f;
-      const float scaled = wavelen > low_wavelen ? f / factor : f;
-      const float smooth = (old_len / wavelen - lo) / (hi - lo);
-      const float smoothed = (1.f - smooth) * scaled / factor + smooth * scaled;
-      const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
-      f = medium ? smoothed : scaled;
-    }
-  } else if (r.type != "default") {
-    throw Error("rope: unsupported scaling type '" + r.type + "'");
-  }
-  return inv;
+  RopeScaling s;
+  s.type = r.type;
+  s.factor = r.factor;
+  s.low_freq_factor = r.low_freq_factor, s.high_freq_factor = r.high_freq_factor;
+  s.original_max_positions = r.original_max_positions;
+  return rope_inv_freq(head_dim, r.theta, s);
 }
 
 }  // namespace inferlab

@@ -47,8 +47,7 @@ struct EngineModel {
 };
 EngineModel load_engine_model(const std::string& name_or_path);
 
-// RoPE frequencies inv_freq[i], i < head_dim / 2, in fp32 exactly as Hugging Face transformers computes
-// them (modeling_rope_utils: default, linear, llama3).
+// The RoPE frequencies of a config: kernels/layers' rope_inv_freq (fp32, as transformers computes them).
 std::vector<float> rope_inv_freq(int64_t head_dim, const RopeConfig& rope);
 
 }  // namespace inferlab
