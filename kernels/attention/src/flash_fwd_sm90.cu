@@ -264,8 +264,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
   if (threadIdx.x >= Cfg::CONSUMERS) {
     // Producers: take the next work item (dynamically: a global counter), publish it to the
     // consumers, then copy its Q with its first tile and K_j, V_j into the next stage of the ring
-    // once the consumers have released it. `it` counts K/V tiles across items; q_fills the fills
-    // of each Q buffer (an item without key tiles loads no Q and is released by no one).
+    // once the consumers have released it. `it` counts K/V tiles across items.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Cfg::PRODUCER_REGS));
     const int pt = int(threadIdx.x) - Cfg::CONSUMERS;
     const bool leader = pt == 0;
@@ -273,7 +272,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       build_tile_prefix<Cfg>(p, tile_end, pt);
       items = tile_end[p.sequences - 1] * p.heads;
     }
-    int it = 0, q_fills0 = 0, q_fills1 = 0;
+    int it = 0;
     for (int k = 0;; ++k) {
       const int slot = k & 1;
       if (leader) {
@@ -296,8 +295,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         const int stage = it & 1;
         if (it >= 2) mbar_wait(&empty[stage], ((it >> 1) - 1) & 1);
         if (j == 0) {
-          const int fills = slot ? q_fills1 : q_fills0;
-          if (fills > 0) mbar_wait(&q_empty[slot], (fills - 1) & 1);
+          if (k >= 2) mbar_wait(&q_empty[slot], ((k >> 1) - 1) & 1);
           load_tile_sw128<Cfg, BM>(sQ(k), qg, q_stride, min(BM, queries<kMode>(p, sp) - row0));
         }
         if constexpr (kMode == FlashMode::dense) {
@@ -311,10 +309,6 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
                                                  [&](int r, int c) { return sV(stage) + sw128(r, c, BN); });
         }
         mbar_arrive_cp_async(&full[stage]);
-      }
-      if (n > 0) {
-        if (slot) ++q_fills1;
-        else ++q_fills0;
       }
     }
     if constexpr (kVarlen) {
@@ -383,6 +377,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
             if (col >= keys<kMode>(p, sp) || (kCausal && col > row + offset)) s[4 * i + e] = -INFINITY;
           }
       }
+
       // Online softmax, rows my_row (half 0) and my_row + 8 (half 1); a quad of lanes shares a row.
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -431,6 +426,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       wgmma::fence_operand(acc_o);
       mbar_arrive(&empty[stage]);  // this thread is done with tile j's buffers
     }
+    if (n == 0) mbar_arrive(&q_empty[slot]);  // one release per item, as the producers count them
 
     // Epilogue: finish the row sums, normalize, write O and the log-sum-exp (from registers: the
     // producers may already be filling shared memory for the next item).
