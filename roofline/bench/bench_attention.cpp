@@ -7,12 +7,19 @@
 //   predicted_ms, error    the roofline prediction and (predicted - measured) / measured
 // Timing: CUDA events, warm-up, L2 flushed before every repeat, the median (roofline/timing.h).
 //   inferlab_bench_attention [--benchmark_filter=flash/causal] [--benchmark_format=csv]
+// Prefill (prefill.h, varlen over a KV cache) at the engine's shapes: Llama-2-7B / Llama-3-8B
+// heads (32 query heads, 32 or 8 KV heads, head dim 128), causal, bf16, paged blocks of 16 and
+// contiguous: 4 x 512 new after 1024 past; 1 x 2048 new; 16 x 128 new after 0, 273, ..., 4096 past.
+// Charged with prefill_cost (sim's batch_attention_op of the same sequences); kernel_ms (CUPTI,
+// the kernel alone) beside the event time.
+//   inferlab_bench_attention --benchmark_filter=prefill
 #include <benchmark/benchmark.h>
 
 #include <string>
 
 #include "inferlab/roofline/gpu_info.h"
 #include "inferlab/roofline/measure_attention.h"
+#include "inferlab/roofline/measure_prefill.h"
 #include "inferlab/sim/hardware.h"
 #include "inferlab/sim/ops.h"
 #include "inferlab/sim/roofline.h"
@@ -27,7 +34,7 @@ struct Bench {
   int64_t seq;
 };
 
-void run(benchmark::State& state, const Bench& b) {
+void run_shape(benchmark::State& state, const AttentionShape& cs, AttentionVariant variant) {
   Hardware hw;
   try {
     hw = hardware_of_this_gpu();
@@ -35,20 +42,13 @@ void run(benchmark::State& state, const Bench& b) {
     state.SkipWithError(e.what());
     return;
   }
-  AttentionShape cs;
-  cs.heads = 16;
-  cs.kv_heads = b.kv_heads;
-  cs.head_dim = 128;
-  cs.new_tokens = b.seq;
-  cs.batch = 16384 / b.seq;
-  cs.causal = b.causal;
   const AttentionParams shape = params_for(cs, DType::bf16);
-  const Op cost = attention_cost(cost_shape(shape), b.variant, shape.dtype, shape.dtype);
+  const Op cost = attention_cost(cost_shape(shape), variant, shape.dtype, shape.dtype);
   const Prediction pred = predict(cost, hw);
   AttentionMeasurement m;
   try {
     for (auto _ : state) {
-      m = measure_attention(shape, b.variant, TimingOptions{}, false);
+      m = measure_attention(shape, variant, TimingOptions{}, false);
       state.SetIterationTime(m.timing.median_s);
     }
   } catch (const std::exception& e) {
@@ -66,11 +66,102 @@ void run(benchmark::State& state, const Bench& b) {
   state.SetLabel(hw.ceilings_source);
 }
 
+void run(benchmark::State& state, const Bench& b) {
+  AttentionShape cs;
+  cs.heads = 16;
+  cs.kv_heads = b.kv_heads;
+  cs.head_dim = 128;
+  cs.new_tokens = b.seq;
+  cs.batch = 16384 / b.seq;
+  cs.causal = b.causal;
+  run_shape(state, cs, b.variant);
+}
+
+void run_prefill(benchmark::State& state, const PrefillShape& s) {
+  Hardware hw;
+  try {
+    hw = hardware_of_this_gpu();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const Op cost = prefill_shape_cost(s);
+  const Prediction pred = predict(cost, hw);
+  PrefillMeasurement m;
+  try {
+    for (auto _ : state) {
+      m = measure_prefill(s, TimingOptions{}, /*trace_kernels=*/true);
+      state.SetIterationTime(m.timing.median_s);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const double t = m.timing.median_s;
+  state.counters["TFLOP/s"] = cost.flops / t / 1e12;
+  state.counters["GB/s"] = cost.bytes() / t / 1e9;
+  state.counters["pct_peak"] = 100.0 * cost.flops / t / pred.peak_flops;
+  state.counters["predicted_ms"] = pred.total_s * 1e3;
+  state.counters["error_pct"] = 100.0 * (pred.total_s - t) / t;
+  state.counters["spread_pct"] = 100.0 * m.timing.spread();
+  state.counters["kernel_ms"] = m.kernel_s * 1e3;
+  state.counters["kernel_TFLOP/s"] = m.kernel_s > 0 ? cost.flops / m.kernel_s / 1e12 : 0;
+  state.SetLabel(hw.ceilings_source);
+}
+
+void register_prefill() {
+  struct Mix {
+    const char* name;
+    std::vector<SequenceWork> sequences;
+  };
+  std::vector<SequenceWork> staggered;  // 16 x 128 new after 0 .. 4096 past
+  for (int64_t i = 0; i < 16; ++i) staggered.push_back(SequenceWork{128, i * 4096 / 15, 1, 0});
+  const Mix mixes[] = {{"4x512+1024", {SequenceWork{512, 1024, 4, 0}}},
+                       {"1x2048", {SequenceWork{2048, 0, 1, 0}}},
+                       {"16x128+0..4096", staggered}};
+  for (int64_t kv : {32, 8})
+    for (int64_t block : {16, 0})
+      for (const Mix& mix : mixes) {
+        PrefillShape s;
+        s.heads = 32;
+        s.kv_heads = kv;
+        s.head_dim = 128;
+        s.sequences = mix.sequences;
+        s.layout = block ? KvLayout::paged : KvLayout::contiguous;
+        s.block_size = block ? block : 16;
+        const std::string name = std::string("attention/prefill_") + (block ? "paged16" : "contiguous") +
+                                 (kv == 32 ? "/MHA/" : "/GQA-4/") + mix.name;
+        benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run_prefill(st, s); })
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+  // The dense flash kernel at the uniform mixes' shapes: what the varlen mode costs over it.
+  for (int64_t kv : {32, 8})
+    for (const Mix& mix : mixes) {
+      if (mix.sequences.size() != 1) continue;
+      AttentionShape cs;
+      cs.batch = mix.sequences[0].count;
+      cs.heads = 32;
+      cs.kv_heads = kv;
+      cs.head_dim = 128;
+      cs.new_tokens = mix.sequences[0].new_tokens;
+      cs.past_tokens = mix.sequences[0].past_tokens;
+      cs.causal = true;
+      const std::string name = std::string("attention/prefill_dense_twin") + (kv == 32 ? "/MHA/" : "/GQA-4/") + mix.name;
+      benchmark::RegisterBenchmark(name.c_str(), [cs](benchmark::State& st) { run_shape(st, cs, AttentionVariant::flash); })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+}
+
 }  // namespace
 }  // namespace inferlab
 
 int main(int argc, char** argv) {
   using namespace inferlab;
+  register_prefill();
   for (AttentionVariant v : {AttentionVariant::flash, AttentionVariant::naive})
     for (bool causal : {false, true})
       for (int64_t kv : {16, 2, 1})

@@ -1,13 +1,14 @@
 // kernels/attention against the CPU reference. GPU tests skip without a device.
 //
-// Tolerance, per dtype, derived rather than picked: a plain same-precision implementation (scores
-// rounded to the dtype, softmax in fp32, P rounded to the dtype, O rounded to the dtype) is run on
-// the CPU on the same inputs, and its error against the double-precision reference is the
-// baseline. A kernel passes if its error is at most 2x that baseline (FlashAttention's rule), plus
-// a floor of half an ulp of the output dtype at the output's scale for shapes where the baseline is
-// exact by luck. The log-sum-exp gets the same treatment.
+// Tolerance, per dtype, derived rather than picked (attention_testing.h): a plain same-precision
+// implementation (scores rounded to the dtype, softmax in fp32, P rounded to the dtype, O rounded to
+// the dtype) is run on the CPU on the same inputs, and its error against the double-precision
+// reference is the baseline. A kernel passes if its error is at most 2x that baseline
+// (FlashAttention's rule), plus a floor of half an ulp of the output dtype at the output's scale for
+// shapes where the baseline is exact by luck. The log-sum-exp gets the same treatment.
 #include <gtest/gtest.h>
 
+#include "attention_testing.h"
 #include "gpu_test.h"
 
 #include <algorithm>
@@ -36,65 +37,46 @@ std::string describe(const Case& c) {
          std::to_string(c.head_dim) + (c.causal ? " causal" : "");
 }
 
-float round_to(DType t, float x) {
-  if (t == DType::bf16) return DTypeTraits<DType::bf16>::to_float(DTypeTraits<DType::bf16>::from_float(x));
-  return DTypeTraits<DType::fp16>::to_float(DTypeTraits<DType::fp16>::from_float(x));
-}
-
-// The plain low-precision implementation whose error sets the tolerance.
+// The plain same-precision implementation (attention_testing.h) over every row: O and LSE laid out
+// as the kernels write them.
 void plain_low_precision(const AttentionParams& p, const std::vector<float>& q, const std::vector<float>& k,
                          const std::vector<float>& v, std::vector<float>& o, std::vector<float>& lse) {
   const int64_t H = p.heads, KH = p.kv_heads, D = p.head_dim, G = H / KH;
-  const float scale = p.softmax_scale();
-  std::vector<float> s(std::size_t(p.seq_k));
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < p.seq_q; ++i) {
         const int64_t last = p.causal ? std::min(p.seq_k - 1, i + p.seq_k - p.seq_q) : p.seq_k - 1;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j <= last; ++j) {
-          float dot = 0;
-          for (int64_t d = 0; d < D; ++d)
-            dot += q[((b * p.seq_q + i) * H + h) * D + d] * k[((b * p.seq_k + j) * KH + h / G) * D + d];
-          s[j] = round_to(p.dtype, dot * scale);
-          mx = std::max(mx, s[j]);
-        }
-        float sum = 0;
-        for (int64_t j = 0; j <= last; ++j) sum += std::exp(s[j] - mx);
-        lse[(b * H + h) * p.seq_q + i] = last >= 0 ? mx + std::log(sum) : -INFINITY;
-        for (int64_t d = 0; d < D; ++d) {
-          float acc = 0;
-          for (int64_t j = 0; j <= last; ++j)
-            acc += round_to(p.dtype, std::exp(s[j] - mx) / sum) * v[((b * p.seq_k + j) * KH + h / G) * D + d];
-          o[((b * p.seq_q + i) * H + h) * D + d] = last >= 0 ? round_to(p.dtype, acc) : 0.f;
-        }
+        auto row = [&](const std::vector<float>& x) {
+          return [&, b, h](int64_t j) { return &x[std::size_t(((b * p.seq_k + j) * KH + h / G) * D)]; };
+        };
+        testing::plain_attention_row(p.dtype, &q[std::size_t(((b * p.seq_q + i) * H + h) * D)], D, last,
+                                     p.softmax_scale(), row(k), row(v), &o[std::size_t(((b * p.seq_q + i) * H + h) * D)],
+                                     &lse[std::size_t((b * H + h) * p.seq_q + i)]);
       }
 }
 
 struct Errors {
-  double max_abs = 0, lse_max_abs = 0;
-  int64_t non_finite = 0;
+  testing::WorstError o, lse;
 };
 
 Errors compare(const std::vector<float>& o, const std::vector<float>& ref, const std::vector<float>& lse,
                const std::vector<float>& ref_lse) {
   Errors e;
-  for (std::size_t i = 0; i < o.size(); ++i) {
-    if (!std::isfinite(o[i])) {
-      ++e.non_finite;
-      continue;
-    }
-    e.max_abs = std::max(e.max_abs, double(std::fabs(o[i] - ref[i])));
-  }
-  for (std::size_t i = 0; i < lse.size(); ++i) {
-    if (std::isinf(ref_lse[i]) && lse[i] == ref_lse[i]) continue;
-    if (!std::isfinite(lse[i])) {
-      ++e.non_finite;
-      continue;
-    }
-    e.lse_max_abs = std::max(e.lse_max_abs, double(std::fabs(lse[i] - ref_lse[i])));
-  }
+  for (std::size_t i = 0; i < o.size(); ++i) e.o.add(i, o[i], ref[i]);
+  for (std::size_t i = 0; i < lse.size(); ++i) e.lse.add(i, lse[i], ref_lse[i]);
   return e;
+}
+
+// Where element i of O ([batch, seq_q, heads, head_dim]) or of the LSE ([batch, heads, seq_q]) is.
+std::string o_at(const AttentionParams& p, std::size_t i) {
+  const int64_t d = int64_t(i) % p.head_dim, h = int64_t(i) / p.head_dim % p.heads;
+  const int64_t row = int64_t(i) / p.head_dim / p.heads;
+  return "batch " + std::to_string(row / p.seq_q) + " query " + std::to_string(row % p.seq_q) + " head " +
+         std::to_string(h) + " dim " + std::to_string(d);
+}
+std::string lse_at(const AttentionParams& p, std::size_t i) {
+  const int64_t q = int64_t(i) % p.seq_q, bh = int64_t(i) / p.seq_q;
+  return "batch " + std::to_string(bh / p.heads) + " query " + std::to_string(q) + " head " + std::to_string(bh % p.heads);
 }
 
 template <DType DT>
@@ -113,33 +95,20 @@ void run_case(const Case& c, std::mt19937_64& rng) {
   const std::size_t nq = std::size_t(c.batch * c.seq_q * c.heads * c.head_dim);
   const std::size_t nkv = std::size_t(c.batch * c.seq_k * c.kv_heads * c.head_dim);
   const std::size_t nl = std::size_t(c.batch * c.heads * c.seq_q);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  auto make = [&](std::size_t n, std::vector<T>& dev, std::vector<float>& host) {
-    dev.resize(n);
-    host.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      dev[i] = Tr::from_float(dist(rng));
-      host[i] = Tr::to_float(dev[i]);
-    }
-  };
-  std::vector<T> hq, hk, hv;
-  std::vector<float> fq, fk, fv;
-  make(nq, hq, fq);
-  make(nkv, hk, fk);
-  make(nkv, hv, fv);
+  const auto q = testing::random_values<DT>(nq, rng), k = testing::random_values<DT>(nkv, rng),
+             v = testing::random_values<DT>(nkv, rng);
 
   std::vector<float> ref(nq), ref_lse(nl), base(nq), base_lse(nl);
-  attention_reference(p, fq.data(), fk.data(), fv.data(), ref.data(), ref_lse.data());
-  plain_low_precision(p, fq, fk, fv, base, base_lse);
+  attention_reference(p, q.f.data(), k.f.data(), v.f.data(), ref.data(), ref_lse.data());
+  plain_low_precision(p, q.f, k.f, v.f, base, base_lse);
   const Errors be = compare(base, ref, base_lse, ref_lse);
-  ASSERT_EQ(be.non_finite, 0);
+  ASSERT_EQ(be.o.non_finite + be.lse.non_finite, 0);
   double out_scale = 0;
   for (float x : ref) out_scale = std::max(out_scale, double(std::fabs(x)));
-  const double half_ulp = (DT == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) * std::max(out_scale, 1e-3);
-  const double tol = 2 * be.max_abs + half_ulp;
-  const double lse_tol = 2 * be.lse_max_abs + 1e-4;
+  const double tol = 2 * be.o.value + testing::half_ulp(DT, out_scale);
+  const double lse_tol = 2 * be.lse.value + 1e-4;
 
-  DeviceBuffer<T> dq(hq), dk(hk), dv(hv);
+  DeviceBuffer<T> dq(q.dev), dk(k.dev), dv(v.dev);
   constexpr std::size_t kGuard = 512;  // elements after O that must stay untouched
   for (AttentionVariant variant : {AttentionVariant::naive, AttentionVariant::flash}) {
     SCOPED_TRACE(attention_variant_name(variant) + " " + describe(c));
@@ -162,9 +131,12 @@ void run_case(const Case& c, std::mt19937_64& rng) {
     for (std::size_t i = 0; i < nq; ++i) o[i] = Tr::to_float(raw[i]);
     for (std::size_t i = nq; i < nq + kGuard; ++i) ASSERT_TRUE(std::isnan(Tr::to_float(raw[i]))) << "wrote past O at " << i;
     const Errors e = compare(o, ref, d_lse.download(), ref_lse);
-    EXPECT_EQ(e.non_finite, 0) << "unwritten (NaN) or non-finite outputs";
-    EXPECT_LE(e.max_abs, tol) << "baseline max abs error " << be.max_abs;
-    EXPECT_LE(e.lse_max_abs, lse_tol) << "baseline lse error " << be.lse_max_abs;
+    EXPECT_EQ(e.o.non_finite, 0) << "unwritten (NaN) or non-finite O, first at " << o_at(p, e.o.first_non_finite);
+    EXPECT_EQ(e.lse.non_finite, 0) << "unwritten (NaN) or non-finite LSE, first at " << lse_at(p, e.lse.first_non_finite);
+    EXPECT_LE(e.o.value, tol) << "worst O at " << o_at(p, e.o.where) << ": " << e.o.got << " vs " << e.o.want
+                              << " (baseline max error " << be.o.value << ")";
+    EXPECT_LE(e.lse.value, lse_tol) << "worst LSE at " << lse_at(p, e.lse.where) << ": " << e.lse.got << " vs "
+                                    << e.lse.want << " (baseline " << be.lse.value << ")";
   }
 }
 
@@ -175,11 +147,7 @@ void run(const Case& c, std::mt19937_64& rng) {
     run_case<DType::fp16>(c, rng);
 }
 
-std::mt19937_64 seeded_rng() {
-  const uint64_t seed = std::random_device{}();
-  std::printf("attention test seed %llu\n", static_cast<unsigned long long>(seed));
-  return std::mt19937_64(seed);
-}
+std::mt19937_64 seeded_rng() { return testing::seeded_rng("attention"); }
 
 TEST(AttentionGpu, FixedEdgeShapes) {
   REQUIRE_GPU();
@@ -217,6 +185,25 @@ TEST(AttentionGpu, LongerSequenceManyKeyBlocks) {
   auto rng = seeded_rng();
   run({DType::bf16, 1, 4, 1, 1031, 1031, 128, true}, rng);
   run({DType::fp16, 1, 2, 2, 777, 777, 64, false}, rng);
+}
+
+// Enough work items (query blocks of 128 rows x batch x heads) that the persistent Hopper kernel
+// hands every block several, taken from its work counter (> 4x the SM count), with causal items of
+// unequal cost; the mma.sync kernel runs the same shape elsewhere.
+TEST(AttentionGpu, PersistentSchedulerHandsBlocksSeveralItems) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  int device = 0, sms = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t heads = 32;
+  auto batch_for = [&](int64_t seq_q) {  // the smallest batch with more than 4 items per SM
+    const int64_t blocks = (seq_q + 127) / 128, batch = (4 * sms) / (heads * blocks) + 1;
+    EXPECT_GT(batch * heads * blocks, 4 * sms);
+    return batch;
+  };
+  run({DType::bf16, batch_for(300), heads, 8, 300, 300, 64, true}, rng);     // 3 blocks a sequence, GQA
+  run({DType::fp16, batch_for(130), heads, 32, 130, 147, 64, false}, rng);   // 2 blocks, MHA, sq != sk
 }
 
 TEST(Attention, BadShapesAreRejectedBeforeLaunch) {

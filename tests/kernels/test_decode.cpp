@@ -2,8 +2,8 @@
 // (plain and split, contiguous and paged) against the CPU reference on the GPU.
 //
 // Every slot of the K/V pools that no sequence owns is NaN, so a stray read poisons the output.
-// Tolerance as in test_attention.cpp: 2x the error of a plain same-precision implementation
-// (scores, P and O rounded to the dtype), plus half an ulp of the output.
+// Tolerance as in test_attention.cpp (attention_testing.h): 2x the error of a plain same-precision
+// implementation (scores, P and O rounded to the dtype), plus half an ulp of the output.
 #include <gtest/gtest.h>
 
 #include "gpu_test.h"
@@ -20,6 +20,7 @@
 #include "inferlab/kernels/kvcache/kvcache.h"
 #include "inferlab/sim/error.h"
 
+#include "attention_testing.h"
 #include "error_of.h"
 
 namespace inferlab {
@@ -120,78 +121,16 @@ std::string describe(const DecodeCase& c) {
   return s;
 }
 
-float round_to(DType t, float x) {
-  return t == DType::bf16 ? DTypeTraits<DType::bf16>::to_float(DTypeTraits<DType::bf16>::from_float(x))
-                          : DTypeTraits<DType::fp16>::to_float(DTypeTraits<DType::fp16>::from_float(x));
-}
-
 template <DType DT>
 void run_decode(const DecodeCase& c, std::mt19937_64& rng) {
   using Tr = DTypeTraits<DT>;
   using T = typename Tr::type;
   const int64_t B = int64_t(c.lens.size()), D = c.head_dim, KH = c.kv_heads, H = c.heads;
   const int64_t max_ctx = *std::max_element(c.lens.begin(), c.lens.end());
-  KvCacheView view;
-  view.layout = c.layout;
-  view.dtype = DT;
-  view.batch = B;
-  view.kv_heads = KH;
-  view.head_dim = D;
-  std::vector<int32_t> table;
-  int64_t slots = 0;
-  if (c.layout == KvLayout::paged) {
-    view.block_size = c.block_size;
-    view.max_blocks_per_seq = (max_ctx + c.block_size - 1) / c.block_size + 1;
-    int64_t used = 0;
-    for (auto l : c.lens) used += (l + c.block_size - 1) / c.block_size;
-    view.num_blocks = used + 3;  // spare blocks stay NaN
-    // Physical blocks handed out in a shuffled order, as a long-running allocator leaves them.
-    std::vector<int32_t> perm(std::size_t(view.num_blocks));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    table.assign(std::size_t(B * view.max_blocks_per_seq), -1);
-    std::size_t next = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < (c.lens[b] + c.block_size - 1) / c.block_size; ++i)
-        table[std::size_t(b * view.max_blocks_per_seq + i)] = perm[next++];
-    slots = view.num_blocks * c.block_size;
-  } else {
-    view.max_len = max_ctx + 5;  // unused rows at the end of every sequence stay NaN
-    slots = B * view.max_len;
-  }
-  auto slot_of = [&](int64_t b, int64_t tok) {
-    return c.layout == KvLayout::paged
-               ? int64_t(table[std::size_t(b * view.max_blocks_per_seq + tok / c.block_size)]) * c.block_size +
-                     tok % c.block_size
-               : b * view.max_len + tok;
-  };
-  std::normal_distribution<float> dist(0.f, 1.f);
-  const std::size_t pool = std::size_t(slots * KH * D);
-  std::vector<T> hk(pool, Tr::nan()), hv(pool, Tr::nan());
-  std::vector<float> fk(pool, NAN), fv(pool, NAN);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t j = 0; j < c.lens[b]; ++j)
-      for (int64_t e = 0; e < KH * D; ++e) {
-        const std::size_t i = std::size_t(slot_of(b, j) * KH * D + e);
-        hk[i] = Tr::from_float(dist(rng));
-        hv[i] = Tr::from_float(dist(rng));
-        fk[i] = Tr::to_float(hk[i]);
-        fv[i] = Tr::to_float(hv[i]);
-      }
-  std::vector<T> hq(std::size_t(B * H * D));
-  std::vector<float> fq(hq.size());
-  for (std::size_t i = 0; i < hq.size(); ++i) {
-    hq[i] = Tr::from_float(dist(rng));
-    fq[i] = Tr::to_float(hq[i]);
-  }
-  DeviceBuffer<T> dk(hk), dv(hv), dq(hq);
-  DeviceBuffer<int32_t> dlens(c.lens);
-  DeviceBuffer<int32_t> dtable(table.empty() ? std::vector<int32_t>{-1} : table);
-  view.k = dk.get();
-  view.v = dv.get();
-  view.context_lens = dlens.get();
-  view.block_table = c.layout == KvLayout::paged ? dtable.get() : nullptr;
-  validate_kv_view(view, c.lens, table);
+  const auto tk = testing::random_tokens<DT>(c.lens, KH, D, rng), tv = testing::random_tokens<DT>(c.lens, KH, D, rng);
+  const testing::TestKvCache<DT> cache = testing::make_kv_cache<DT>(c.layout, c.block_size, KH, D, tk, tv, rng);
+  const auto q = testing::random_values<DT>(std::size_t(B * H * D), rng);
+  DeviceBuffer<T> dq(q.dev);
 
   DecodeParams p;
   p.dtype = DT;
@@ -199,39 +138,32 @@ void run_decode(const DecodeCase& c, std::mt19937_64& rng) {
   p.heads = H;
   p.head_dim = D;
   p.q = dq.get();
-  p.cache = view;
+  p.cache = cache.view;
   p.max_context = max_ctx;
   p.splits = c.splits;
   std::vector<float> ref(std::size_t(B * H * D)), ref_lse(std::size_t(B * H));
-  decode_attention_reference(p, fq.data(), fk.data(), fv.data(), c.lens, table, ref.data(), ref_lse.data());
+  decode_attention_reference(p, q.f.data(), cache.fk.data(), cache.fv.data(), c.lens, cache.table, ref.data(),
+                             ref_lse.data());
 
-  // The plain same-precision implementation: scores, P and O rounded to the dtype.
+  // The plain same-precision implementation sets the tolerance.
   double base_err = 0, base_lse_err = 0, out_scale = 0;
+  std::vector<float> base(static_cast<std::size_t>(D));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
-      const int64_t kh = h / (H / KH), n = c.lens[b];
-      std::vector<float> s(static_cast<std::size_t>(n));
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        float dot = 0;
-        for (int64_t d = 0; d < D; ++d)
-          dot += fq[std::size_t((b * H + h) * D + d)] * fk[std::size_t((slot_of(b, j) * KH + kh) * D + d)];
-        s[std::size_t(j)] = round_to(DT, dot * p.softmax_scale());
-        mx = std::max(mx, s[std::size_t(j)]);
-      }
-      float sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += std::exp(s[std::size_t(j)] - mx);
-      if (n > 0) base_lse_err = std::max(base_lse_err, double(std::fabs(mx + std::log(sum) - ref_lse[std::size_t(b * H + h)])));
+      const int64_t kh = h / (H / KH);
+      float lse = 0;
+      testing::plain_attention_row(
+          DT, &q.f[std::size_t((b * H + h) * D)], D, c.lens[std::size_t(b)] - 1, p.softmax_scale(),
+          [&](int64_t j) { return cache.k_row(b, j, kh); }, [&](int64_t j) { return cache.v_row(b, j, kh); },
+          base.data(), &lse);
+      if (c.lens[std::size_t(b)] > 0) base_lse_err = std::max(base_lse_err, double(std::fabs(lse - ref_lse[std::size_t(b * H + h)])));
       for (int64_t d = 0; d < D; ++d) {
-        float acc = 0;
-        for (int64_t j = 0; j < n; ++j)
-          acc += round_to(DT, std::exp(s[std::size_t(j)] - mx) / sum) * fv[std::size_t((slot_of(b, j) * KH + kh) * D + d)];
         const float r = ref[std::size_t((b * H + h) * D + d)];
-        base_err = std::max(base_err, double(std::fabs(round_to(DT, n > 0 ? acc : 0.f) - r)));
+        base_err = std::max(base_err, double(std::fabs(base[std::size_t(d)] - r)));
         out_scale = std::max(out_scale, double(std::fabs(r)));
       }
     }
-  const double tol = 2 * base_err + (DT == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) * std::max(out_scale, 1e-3);
+  const double tol = 2 * base_err + testing::half_ulp(DT, out_scale);
   const double lse_tol = 2 * base_lse_err + 1e-4;
 
   int device = 0, sms = 0;
@@ -255,21 +187,20 @@ void run_decode(const DecodeCase& c, std::mt19937_64& rng) {
     }
     const auto o = d_o.download();
     const auto lse = d_lse.download();
-    double err = 0, lse_err = 0;
-    int64_t bad = 0;
-    for (std::size_t i = 0; i < o.size(); ++i) {
-      const float x = Tr::to_float(o[i]);
-      if (!std::isfinite(x)) ++bad;
-      else err = std::max(err, double(std::fabs(x - ref[i])));
-    }
-    for (std::size_t i = 0; i < lse.size(); ++i) {
-      if (std::isinf(ref_lse[i]) && lse[i] == ref_lse[i]) continue;
-      if (!std::isfinite(lse[i])) ++bad;
-      else lse_err = std::max(lse_err, double(std::fabs(lse[i] - ref_lse[i])));
-    }
-    EXPECT_EQ(bad, 0) << "non-finite outputs: unwritten, or a NaN slot was read";
-    EXPECT_LE(err, tol) << "baseline " << base_err;
-    EXPECT_LE(lse_err, lse_tol) << "baseline " << base_lse_err;
+    testing::WorstError eo, el;
+    for (std::size_t i = 0; i < o.size(); ++i) eo.add(i, Tr::to_float(o[i]), ref[i]);
+    for (std::size_t i = 0; i < lse.size(); ++i) el.add(i, lse[i], ref_lse[i]);
+    auto at = [&](std::size_t i, int64_t per_head) {  // O [batch, heads, D], LSE [batch, heads]
+      const int64_t bh = int64_t(i) / per_head;
+      return "sequence " + std::to_string(bh / H) + " (context " + std::to_string(c.lens[std::size_t(bh / H)]) +
+             ") head " + std::to_string(bh % H) + (per_head > 1 ? " dim " + std::to_string(int64_t(i) % per_head) : "");
+    };
+    EXPECT_EQ(eo.non_finite + el.non_finite, 0) << "non-finite outputs (unwritten, or a NaN slot was read), first O at "
+                                                << at(eo.first_non_finite, D) << ", first LSE at " << at(el.first_non_finite, 1);
+    EXPECT_LE(eo.value, tol) << "worst O at " << at(eo.where, D) << ": " << eo.got << " vs " << eo.want << " (baseline "
+                             << base_err << ")";
+    EXPECT_LE(el.value, lse_tol) << "worst LSE at " << at(el.where, 1) << ": " << el.got << " vs " << el.want
+                                 << " (baseline " << base_lse_err << ")";
   }
 }
 
@@ -280,11 +211,7 @@ void run(const DecodeCase& c, std::mt19937_64& rng) {
     run_decode<DType::fp16>(c, rng);
 }
 
-std::mt19937_64 seeded_rng() {
-  const uint64_t seed = std::random_device{}();
-  std::printf("decode test seed %llu\n", static_cast<unsigned long long>(seed));
-  return std::mt19937_64(seed);
-}
+std::mt19937_64 seeded_rng() { return testing::seeded_rng("decode"); }
 
 TEST(DecodeGpu, EdgeShapes) {
   REQUIRE_GPU();

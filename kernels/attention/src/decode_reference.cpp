@@ -15,12 +15,7 @@ void decode_attention_reference(const DecodeParams& p, const float* q, const flo
   const KvCacheView& c = p.cache;
   const int64_t D = p.head_dim, KH = c.kv_heads, G = p.heads / KH;
   const double scale = p.softmax_scale();
-  auto slot_of = [&](int64_t b, int64_t tok) -> int64_t {
-    if (c.layout == KvLayout::paged)
-      return int64_t(table[std::size_t(b * c.max_blocks_per_seq + tok / c.block_size)]) * c.block_size +
-             tok % c.block_size;
-    return b * c.max_len + tok;
-  };
+  auto slot_of = [&](int64_t b, int64_t tok) { return kv_slot(c, table, b, tok); };
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t n = lens[std::size_t(b)];
     std::vector<double> s(static_cast<std::size_t>(n));

@@ -1,7 +1,8 @@
 #pragma once
-// Device helpers shared by the two flash forward kernels: the launch parameters, cp.async, and the
-// mma.sync m16n8k16 instruction with its fp32 -> 16-bit packing (the packing is also how both
-// kernels turn score accumulators into the A operand of P V).
+// Device helpers shared by the two flash forward kernels: the launch parameters and the modes that
+// say where each sequence's rows live, cp.async and the K/V row loader, and the mma.sync m16n8k16
+// instruction with its fp32 -> 16-bit packing (the packing is also how both kernels turn score
+// accumulators into the A operand of P V).
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -10,9 +11,20 @@
 #include <cuda_fp16.h>
 
 #include "inferlab/kernels/attention/attention.h"
+#include "inferlab/kernels/attention/prefill.h"
 
 namespace inferlab {
 namespace {
+
+// Where a launch's sequences live: one compile-time property of a kernel instantiation, so the
+// dense kernel's code is what it was and only the varlen instantiations pay for lookups.
+//   dense              attention.h: every sequence has seq_q queries (q/o rows b * seq_q + i) and
+//                      seq_k keys (k/v rows b * seq_k + j); lse [batch, heads, seq_q].
+//   varlen_contiguous  prefill.h on a contiguous cache: sequence s has q_start[s + 1] - q_start[s]
+//                      queries from row q_start[s] and context_lens[s] keys at cache rows
+//                      s * max_len + j; lse [total_q, heads] or none.
+//   varlen_paged       the same on a paged cache: key j in slot table[s][j >> shift] * block + (j & mask).
+enum class FlashMode { dense, varlen_contiguous, varlen_paged };
 
 struct FlashParams {
   const void* q;
@@ -20,9 +32,73 @@ struct FlashParams {
   const void* v;
   void* o;
   float* lse;
-  int seq_q, seq_k, heads, kv_heads, group, batch_heads;
+  int seq_q, seq_k, heads, kv_heads, group, batch_heads;  // varlen: seq_q, seq_k unused; batch = sequences
   float scale_log2;  // softmax scale * log2(e)
+  // varlen modes only
+  const int32_t* q_start;       // [sequences + 1]
+  const int32_t* context_lens;  // [sequences]
+  const int32_t* block_table;   // paged: [sequences, max_blocks_per_seq]
+  int64_t seq_slots;            // contiguous: rows reserved per sequence (max_len)
+  int max_blocks_per_seq, block_shift, sequences;
 };
+
+// One sequence as a kernel sees it: the q/o row of its first query, its queries and its keys
+// (causal: query i sees keys j <= i + seq_k - seq_q).
+struct SeqSpan {
+  int64_t q_row;
+  int seq_q, seq_k;
+};
+template <FlashMode kMode>
+__device__ __forceinline__ SeqSpan seq_span(const FlashParams& p, int s) {
+  if constexpr (kMode == FlashMode::dense) {
+    return {int64_t(s) * p.seq_q, p.seq_q, p.seq_k};
+  } else {
+    const int first = __ldg(p.q_start + s), end = __ldg(p.q_start + s + 1);
+    return {first, end - first, __ldg(p.context_lens + s)};
+  }
+}
+
+// A sequence's queries and keys where a kernel uses them: dense reads the launch constants at each
+// use (constant-bank operands; holding them in registers across the key loop measured 20 more
+// bytes of spills in the head-dim-128 mma.sync kernel), varlen the span loaded once.
+template <FlashMode kMode>
+__device__ __forceinline__ int queries(const FlashParams& p, const SeqSpan& s) {
+  if constexpr (kMode == FlashMode::dense) return p.seq_q;
+  else return s.seq_q;
+}
+template <FlashMode kMode>
+__device__ __forceinline__ int keys(const FlashParams& p, const SeqSpan& s) {
+  if constexpr (kMode == FlashMode::dense) return p.seq_k;
+  else return s.seq_k;
+}
+
+// Element offset (into k or v) of key j of one (sequence, KV head) in a varlen mode.
+template <FlashMode kMode>
+struct KvRows {
+  int64_t base;          // kh * D, plus (contiguous) the sequence's first row
+  int64_t stride;        // elements per key row of the pool (kv_heads * D)
+  const int32_t* table;  // paged: the sequence's block-table row
+  int shift;             // paged: log2(block size)
+  __device__ __forceinline__ int64_t offset(int j) const {
+    if constexpr (kMode == FlashMode::varlen_paged)
+      return base + ((int64_t(__ldg(table + (j >> shift))) << shift) + (j & ((1 << shift) - 1))) * stride;
+    else
+      return base + int64_t(j) * stride;
+  }
+  // Whether key j starts a new run of consecutive slots (paged: a block boundary).
+  __device__ __forceinline__ bool starts_block(int j) const {
+    if constexpr (kMode == FlashMode::varlen_paged) return (j & ((1 << shift) - 1)) == 0;
+    else return false;
+  }
+};
+template <FlashMode kMode>
+__device__ __forceinline__ KvRows<kMode> kv_rows(const FlashParams& p, int s, int kh, int D) {
+  const int64_t stride = int64_t(p.kv_heads) * D;
+  if constexpr (kMode == FlashMode::varlen_paged)
+    return {int64_t(kh) * D, stride, p.block_table + int64_t(s) * p.max_blocks_per_seq, p.block_shift};
+  else
+    return {int64_t(s) * p.seq_slots * stride + int64_t(kh) * D, stride, nullptr, 0};
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -34,6 +110,29 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+// Copies keys [tile0, tile0 + ROWS) of one (sequence, KV head) of k or v (g) into a shared tile
+// (place(r, col): the shared address of row r, column col); keys at or past `keys` are zero-filled
+// and their addresses never formed. Each of THREADS threads (tid) copies one 16-byte column chunk
+// of RUN consecutive rows, so that a paged cache costs one block-table read per thread and block
+// of the run (one per tile when blocks hold >= RUN tokens): within a block the run's keys sit in
+// consecutive slots. The table reads hit L1 after the first of a tile.
+template <int D, int ROWS, int THREADS, int UNROLL, FlashMode kMode, class T, class Place>
+__device__ __forceinline__ void load_kv_rows(const T* g, const KvRows<kMode>& src, int tile0, int keys, int tid,
+                                             Place place) {
+  constexpr int kChunks = D / 8, kGroups = THREADS / kChunks, RUN = ROWS / kGroups;
+  static_assert(THREADS % kChunks == 0 && ROWS % kGroups == 0, "thread -> (row run, chunk) map");
+  const int col = (tid % kChunks) * 8, r0 = (tid / kChunks) * RUN;
+  int64_t off = 0;
+#pragma unroll UNROLL
+  for (int i = 0; i < RUN; ++i) {
+    const int r = r0 + i, j = tile0 + r;
+    const bool ok = j < keys;
+    if (ok && (i == 0 || src.starts_block(j))) off = src.offset(j);  // later rows of the run: + stride
+    cp_async_16(place(r, col), ok ? g + off + col : g, ok);
+    off += src.stride;
+  }
+}
 
 // Element offset of (row, col) in a [rows x D] tile stored with 16-byte chunks XOR-swizzled.
 template <int D>
@@ -130,20 +229,41 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NS][4], float (&m
   }
 }
 
-// Runtime (dtype, causal) -> compile time, in one place for both kernels:
-//   dispatch_dtype_causal(a, [&](auto causal, auto element) {
+// The log-sum-exp of (sequence s, head h), bh = s * heads + h: dense [batch, heads, seq_q], varlen
+// [total_q, heads] or none (p.lse null). lse_at(p, bh, h, q_row, row0) is where query row0 of the
+// sequence goes (null: nowhere), lse_step(p) the distance between consecutive queries.
+template <FlashMode kMode>
+__device__ __forceinline__ float* lse_at(const FlashParams& p, int bh, int h, int64_t q_row, int row0) {
+  if constexpr (kMode == FlashMode::dense) return p.lse + int64_t(bh) * p.seq_q + row0;
+  else return p.lse ? p.lse + (q_row + row0) * p.heads + h : nullptr;
+}
+template <FlashMode kMode>
+__device__ __forceinline__ int lse_step(const FlashParams& p) {
+  if constexpr (kMode == FlashMode::dense) return 1;
+  else return p.heads;
+}
+
+// Runtime (dtype, causal, mode) -> compile time, in one place for both kernels:
+//   dispatch_dtype_causal(a.dtype, a.causal, [&](auto causal, auto element) {
 //     launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream); });
 template <class T>
 struct Element {
   using type = T;
 };
 template <class F>
-void dispatch_dtype_causal(const AttentionParams& a, F&& f) {
-  if (a.dtype == DType::bf16) {
-    if (a.causal) f(std::true_type{}, Element<__nv_bfloat16>{}); else f(std::false_type{}, Element<__nv_bfloat16>{});
+void dispatch_dtype_causal(DType dtype, bool causal, F&& f) {
+  if (dtype == DType::bf16) {
+    if (causal) f(std::true_type{}, Element<__nv_bfloat16>{}); else f(std::false_type{}, Element<__nv_bfloat16>{});
   } else {
-    if (a.causal) f(std::true_type{}, Element<__half>{}); else f(std::false_type{}, Element<__half>{});
+    if (causal) f(std::true_type{}, Element<__half>{}); else f(std::false_type{}, Element<__half>{});
   }
+}
+template <FlashMode kMode>
+using Mode = std::integral_constant<FlashMode, kMode>;
+// A prefill's mode from its cache layout: f(Mode<...>{}).
+template <class F>
+void dispatch_varlen_mode(const PrefillParams& a, F&& f) {
+  if (a.cache.layout == KvLayout::paged) f(Mode<FlashMode::varlen_paged>{}); else f(Mode<FlashMode::varlen_contiguous>{});
 }
 
 inline FlashParams make_flash_params(const AttentionParams& a) {
@@ -160,6 +280,31 @@ inline FlashParams make_flash_params(const AttentionParams& a) {
   p.group = int(a.heads / a.kv_heads);
   p.batch_heads = int(a.batch * a.heads);
   p.scale_log2 = a.softmax_scale() * 1.4426950408889634f;
+  return p;
+}
+
+inline FlashParams make_flash_params(const PrefillParams& a) {
+  FlashParams p{};
+  p.q = a.q;
+  p.k = a.cache.k;
+  p.v = a.cache.v;
+  p.o = a.o;
+  p.lse = a.lse;
+  p.heads = int(a.heads);
+  p.kv_heads = int(a.cache.kv_heads);
+  p.group = int(a.heads / a.cache.kv_heads);
+  p.batch_heads = int(a.sequences * a.heads);
+  p.scale_log2 = a.softmax_scale() * 1.4426950408889634f;
+  p.q_start = a.q_start;
+  p.context_lens = a.cache.context_lens;
+  p.sequences = int(a.sequences);
+  if (a.cache.layout == KvLayout::paged) {
+    p.block_table = a.cache.block_table;
+    p.max_blocks_per_seq = int(a.cache.max_blocks_per_seq);
+    while ((int64_t(1) << p.block_shift) < a.cache.block_size) ++p.block_shift;
+  } else {
+    p.seq_slots = a.cache.max_len;
+  }
   return p;
 }
 

@@ -12,6 +12,10 @@
 //     query blocks are scheduled first; blocks that straddle the diagonal or the end of K mask.
 // Out-of-range rows of K/V are zero-filled (so P = 0 never meets garbage); out-of-range query rows
 // are computed on zeros and not written.
+// Varlen (prefill.h): the same kernel in a FlashMode that reads each sequence's lengths from
+// q_start / context_lens and its keys through the cache view (load_kv_rows); the grid is
+// (query blocks of the longest sequence, sequences x heads) and blocks past a sequence's queries
+// return at once.
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +26,7 @@
 
 #include "flash_common.cuh"
 #include "flash_fwd.h"
+#include "inferlab/kernels/attention/prefill.h"
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/sim/error.h"
 
@@ -64,7 +69,7 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, i
   }
 }
 
-template <class Cfg, bool kCausal, class T>
+template <class Cfg, bool kCausal, class T, FlashMode kMode>
 __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_constant__ FlashParams p) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, MT = Cfg::MT, NS = Cfg::NS, NO = Cfg::NO;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -75,23 +80,38 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
   const int m_block = int(gridDim.x) - 1 - int(blockIdx.x);  // longest causal rows first
   const int bh = int(blockIdx.y + gridDim.y * blockIdx.z);
   if (bh >= p.batch_heads) return;
-  const int b = bh / p.heads, h = bh % p.heads, kh = h / p.group;
+  const int b = bh / p.heads, h = bh % p.heads, kh = h / p.group;  // b: the sequence
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // mma fragment coordinates
   const int row0 = m_block * BM;         // first query row of the block
-  const int offset = p.seq_k - p.seq_q;  // causal: query i sees keys j <= i + offset
+  const SeqSpan span = seq_span<kMode>(p, b);
+  auto seq_q = [&] { return queries<kMode>(p, span); };
+  auto seq_k = [&] { return keys<kMode>(p, span); };
+  if constexpr (kMode != FlashMode::dense)
+    if (row0 >= seq_q()) return;  // the grid covers the longest sequence
+  const int offset = seq_k() - seq_q();  // causal: query i sees keys j <= i + offset
 
   const int64_t q_stride = int64_t(p.heads) * D, kv_stride = int64_t(p.kv_heads) * D;
-  const T* qg = static_cast<const T*>(p.q) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
-  const T* kg = static_cast<const T*>(p.k) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
-  const T* vg = static_cast<const T*>(p.v) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
+  const T* qg = static_cast<const T*>(p.q) + (span.q_row + row0) * q_stride + int64_t(h) * D;
+  const T* kg = static_cast<const T*>(p.k) + int64_t(b) * seq_k() * kv_stride + int64_t(kh) * D;
+  const T* vg = static_cast<const T*>(p.v) + int64_t(b) * seq_k() * kv_stride + int64_t(kh) * D;
+  // varlen: keys through the cache view, a run of rows per thread
+  const KvRows<kMode> rows = kv_rows<kMode>(p, b, kh, D);
+  auto load_varlen = [&](T* smem, const void* pool, int tile0) {
+    load_kv_rows<D, BN, Cfg::THREADS, 4>(static_cast<const T*>(pool), rows, tile0, seq_k(), int(threadIdx.x),
+                                         [&](int r, int c) { return smem + swz<D>(r, c); });
+  };
 
-  int n_end = p.seq_k;
-  if (kCausal) n_end = min(p.seq_k, row0 + BM + offset);
+  int n_end = seq_k();
+  if (kCausal) n_end = min(seq_k(), row0 + BM + offset);
   const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
 
-  load_tile<Cfg, BM>(sQ, qg, q_stride, min(BM, p.seq_q - row0));
-  if (n_blocks > 0) load_tile<Cfg, BN>(sK, kg, kv_stride, min(BN, p.seq_k));
+  load_tile<Cfg, BM>(sQ, qg, q_stride, min(BM, seq_q() - row0));
+  if constexpr (kMode == FlashMode::dense) {
+    if (n_blocks > 0) load_tile<Cfg, BN>(sK, kg, kv_stride, min(BN, seq_k()));
+  } else {
+    if (n_blocks > 0) load_varlen(sK, p.k, 0);
+  }
   cp_async_commit();
 
   float acc_o[MT][NO][4];
@@ -108,7 +128,10 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
   for (int nb = 0; nb < n_blocks; ++nb) {
     cp_async_wait_all();
     __syncthreads();  // K_nb (and Q) visible; every warp is done reading V_{nb-1}
-    load_tile<Cfg, BN>(sV, vg + int64_t(nb) * BN * kv_stride, kv_stride, min(BN, p.seq_k - nb * BN));
+    if constexpr (kMode == FlashMode::dense)
+      load_tile<Cfg, BN>(sV, vg + int64_t(nb) * BN * kv_stride, kv_stride, min(BN, seq_k() - nb * BN));
+    else
+      load_varlen(sV, p.v, nb * BN);
     cp_async_commit();
 
     // S = Q K^T for this warp's rows.
@@ -140,7 +163,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
 
     // Mask columns past the end of K and, causally, past each row's diagonal.
     const int col0 = nb * BN;
-    const bool need_mask = col0 + BN > p.seq_k || (kCausal && col0 + BN - 1 > row0 + offset);
+    const bool need_mask = col0 + BN > seq_k() || (kCausal && col0 + BN - 1 > row0 + offset);
     if (need_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -150,14 +173,17 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
           for (int e = 0; e < 4; ++e) {
             const int col = col0 + n * 8 + 2 * t + (e & 1);
             const int row = row0 + warp_row + mt * 16 + g + 8 * (e >> 1);
-            if (col >= p.seq_k || (kCausal && col > row + offset)) s[mt][n][e] = -INFINITY;
+            if (col >= seq_k() || (kCausal && col > row + offset)) s[mt][n][e] = -INFINITY;
           }
     }
 
     cp_async_wait_all();
     __syncthreads();  // V_nb visible; every warp is done reading K_nb
     if (nb + 1 < n_blocks) {
-      load_tile<Cfg, BN>(sK, kg + int64_t(nb + 1) * BN * kv_stride, kv_stride, min(BN, p.seq_k - (nb + 1) * BN));
+      if constexpr (kMode == FlashMode::dense)
+        load_tile<Cfg, BN>(sK, kg + int64_t(nb + 1) * BN * kv_stride, kv_stride, min(BN, seq_k() - (nb + 1) * BN));
+      else
+        load_varlen(sK, p.k, (nb + 1) * BN);
       cp_async_commit();
     }
 
@@ -191,8 +217,10 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
   }
 
   // Epilogue: finish the row sums, normalize, write O and the log-sum-exp.
-  T* og = static_cast<T*>(p.o) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
-  float* lse = p.lse + int64_t(bh) * p.seq_q + row0;
+  // The sequence's first row again rather than kept live across the loop (registers).
+  const int64_t q_row = seq_span<kMode>(p, b).q_row;
+  T* og = static_cast<T*>(p.o) + (q_row + row0) * q_stride + int64_t(h) * D;
+  float* lse = lse_at<kMode>(p, bh, h, q_row, row0);
   constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -202,23 +230,24 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
       l += __shfl_xor_sync(~0u, l, 1);
       l += __shfl_xor_sync(~0u, l, 2);
       const int r = warp_row + mt * 16 + g + 8 * half;
-      if (row0 + r >= p.seq_q) continue;
+      if (row0 + r >= seq_q()) continue;
       const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
       for (int n = 0; n < NO; ++n) {
         const uint32_t packed = Mma<T>::pack(acc_o[mt][n][2 * half] * inv, acc_o[mt][n][2 * half + 1] * inv);
         *reinterpret_cast<uint32_t*>(og + int64_t(r) * q_stride + n * 8 + 2 * t) = packed;
       }
-      if (t == 0) lse[r] = l > 0.f ? (m_i[mt][half] + log2f(l)) * kLn2 : -INFINITY;
+      if (t == 0 && (kMode == FlashMode::dense || lse))
+        lse[int64_t(r) * lse_step<kMode>(p)] = l > 0.f ? (m_i[mt][half] + log2f(l)) * kLn2 : -INFINITY;
     }
 }
 
-template <class Cfg, bool kCausal, class T>
-void launch(const AttentionParams& a, cudaStream_t stream) {
-  const FlashParams p = make_flash_params(a);
-  auto kernel = flash_fwd_kernel<Cfg, kCausal, T>;
+// Grid: x = query blocks (of the longest sequence), y/z = sequences x heads.
+template <class Cfg, bool kCausal, class T, FlashMode kMode>
+void launch(const FlashParams& p, int64_t max_q, cudaStream_t stream) {
+  auto kernel = flash_fwd_kernel<Cfg, kCausal, T, kMode>;
   INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM));
-  const unsigned m_blocks = unsigned((a.seq_q + Cfg::BM - 1) / Cfg::BM);
+  const unsigned m_blocks = unsigned((max_q + Cfg::BM - 1) / Cfg::BM);
   const unsigned bh = unsigned(p.batch_heads), y = bh < 65535u ? bh : 65535u, z = (bh + y - 1) / y;
   kernel<<<dim3(m_blocks, y, z), Cfg::THREADS, Cfg::SMEM, stream>>>(p);
   INFERLAB_CHECK_LAUNCH();
@@ -226,8 +255,19 @@ void launch(const AttentionParams& a, cudaStream_t stream) {
 
 template <class Cfg>
 void dispatch_dtype(const AttentionParams& a, cudaStream_t stream) {
-  dispatch_dtype_causal(a, [&](auto causal, auto element) {
-    launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream);
+  dispatch_dtype_causal(a.dtype, a.causal, [&](auto causal, auto element) {
+    launch<Cfg, decltype(causal)::value, typename decltype(element)::type, FlashMode::dense>(make_flash_params(a),
+                                                                                             a.seq_q, stream);
+  });
+}
+
+template <class Cfg>
+void dispatch_prefill(const PrefillParams& a, cudaStream_t stream) {
+  dispatch_dtype_causal(a.dtype, a.causal, [&](auto causal, auto element) {
+    dispatch_varlen_mode(a, [&](auto mode) {
+      launch<Cfg, decltype(causal)::value, typename decltype(element)::type, decltype(mode)::value>(
+          make_flash_params(a), a.max_q, stream);
+    });
   });
 }
 
@@ -245,8 +285,8 @@ bool dispatch_tuning_tile(const AttentionParams& a, cudaStream_t stream) {
 
 // The wgmma kernel (flash_fwd_sm90.cu) on compute capability 9.0 when it was built (sm_90a);
 // INFERLAB_FLASH_IMPL=mma forces this file's mma.sync kernel (for comparisons).
-bool use_sm90(const AttentionParams&) {
 #ifdef INFERLAB_HAVE_SM90A
+bool use_sm90() {
   static const bool forced_mma = [] {
     const char* e = std::getenv("INFERLAB_FLASH_IMPL");
     return e && std::string(e) == "mma";
@@ -257,15 +297,15 @@ bool use_sm90(const AttentionParams&) {
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   return major == 9 && minor == 0;
-#else
-  return false;
-#endif
 }
+#endif
 
 }  // namespace
 
 void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
-  if (use_sm90(a)) return launch_flash_forward_sm90(a, stream);
+#ifdef INFERLAB_HAVE_SM90A
+  if (use_sm90()) return launch_flash_forward_sm90(a, stream);
+#endif
   if (dispatch_tuning_tile(a, stream)) return;
   switch (a.head_dim) {
     case 128:
@@ -274,6 +314,20 @@ void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
       return dispatch_dtype<DefaultTile<64>::type>(a, stream);
     default:
       throw Error("attention/flash: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
+  }
+}
+
+void launch_flash_prefill(const PrefillParams& a, cudaStream_t stream) {
+#ifdef INFERLAB_HAVE_SM90A
+  if (use_sm90()) return launch_flash_prefill_sm90(a, stream);
+#endif
+  switch (a.head_dim) {
+    case 128:
+      return dispatch_prefill<DefaultTile<128>::type>(a, stream);
+    case 64:
+      return dispatch_prefill<DefaultTile<64>::type>(a, stream);
+    default:
+      throw Error("attention/prefill: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
   }
 }
 

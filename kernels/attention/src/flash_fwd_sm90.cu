@@ -21,6 +21,20 @@
 //     D/64 atoms of [rows x 64 elements]; 16-byte chunk c of row r sits at chunk c ^ (r % 8).
 // Masking, the -inf handling, zero-filled out-of-range K/V rows and the causal schedule are those of
 // flash_fwd.cu. Compiled only for sm_90a; the launcher uses it on compute capability 9.0.
+//
+// Varlen (prefill.h, FlashMode varlen_*): the same pipeline; what differs is compile-time and sits
+// in the producers and at item boundaries, never in the consumers' loop over key tiles:
+//   - the producers first build the prefix of query tiles per sequence in shared memory from
+//     q_start; the leader maps an item (head slowest, then the sequences' tiles, each sequence's
+//     from its last) to (sequence, tile, head) by a binary search over it and publishes the
+//     sequence's first row and lengths with the item;
+//   - K/V rows come through the cache view (load_kv_rows: one block-table read per thread and
+//     block per tile);
+//   - the work counters live in the caller's workspace and the last block resets them, so a
+//     launch needs no memset.
+// The pipeline's invariants (what every change here must keep) are written in NOTES.md.
+#include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cstdlib>
 #include <map>
@@ -45,8 +59,10 @@ struct Sm90Tile {
   // (128 * 56 + 256 * 224 <= 64K); the producers' copy loop is unrolled 2x to fit in 56.
   static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
   static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
-  // 2 Q buffers, 2 stages of K and V, alignment slack, mbarriers and work-item slots.
-  static constexpr int SMEM = 2 * Q_BYTES + 4 * KV_BYTES + 1024 + 128;
+  static constexpr int TILES = 2 * Q_BYTES + 4 * KV_BYTES;
+  // 2 Q buffers, 2 stages of K and V, alignment slack, mbarriers (128 bytes) and work-item slots
+  // (128); varlen launches add the tile prefix, 4 bytes per sequence, after them.
+  static constexpr int SMEM = TILES + 1024 + 256;
   static_assert(D % 64 == 0 && BN % 64 == 0, "128-byte swizzle atoms are 64 elements wide");
 };
 
@@ -112,43 +128,127 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4]
   }
 }
 
-// Work item w (in the order items are taken) -> (query block, batch x head): batch x head runs
-// slowest and, within it, query blocks from the last (longest causal rows) to the first, so items
-// that share K/V run at the same time (L2 reuse) and the long ones start first.
+// Dense: work item w (in the order items are taken) -> (query block, batch x head): batch x head
+// runs slowest and, within it, query blocks from the last (longest causal rows) to the first, so
+// items that share K/V run at the same time (L2 reuse) and the long ones start first.
 struct WorkItem {
   int m_block, bh;
 };
 __device__ __forceinline__ WorkItem work_item(int w, int m_blocks) { return {m_blocks - 1 - w % m_blocks, w / m_blocks}; }
 
-template <class Cfg, bool kCausal>
-__device__ __forceinline__ int kv_tiles(const FlashParams& p, int m_block) {
-  int n_end = p.seq_k;
-  if (kCausal) n_end = min(p.seq_k, (m_block + 1) * Cfg::BM + p.seq_k - p.seq_q);
+// A work item as the leading producer publishes it in shared memory: query tile m_block of
+// sequence seq (dense: the batch index) for query head h, and (varlen) that sequence's first q/o
+// row and lengths. seq < 0: no more work.
+struct Item {
+  int seq, h, m_block, seq_q, seq_k, unused;
+  int64_t q_row;
+};
+static_assert(sizeof(Item) == 32, "two slots in the 128 bytes after the mbarriers");
+
+template <FlashMode kMode>
+__device__ __forceinline__ SeqSpan item_span(const Item& it, const FlashParams& p) {
+  if constexpr (kMode == FlashMode::dense) return {int64_t(it.seq) * p.seq_q, p.seq_q, p.seq_k};
+  else return {it.q_row, it.seq_q, it.seq_k};
+}
+
+// K/V tiles an item reads: causal ones stop at the diagonal of its last query row.
+template <class Cfg, bool kCausal, FlashMode kMode>
+__device__ __forceinline__ int kv_tiles(const FlashParams& p, const SeqSpan& sp, int m_block) {
+  const int seq_q = queries<kMode>(p, sp), seq_k = keys<kMode>(p, sp);
+  int n_end = seq_k;
+  if (kCausal) n_end = min(seq_k, (m_block + 1) * Cfg::BM + seq_k - seq_q);
   return n_end > 0 ? (n_end + Cfg::BN - 1) / Cfg::BN : 0;
 }
 
-template <class Cfg, bool kCausal, class T>
+__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(128) : "memory"); }
+
+// Varlen: the producer warpgroup (pt = 0..127) writes tile_end[s] = query tiles of sequences
+// 0..s (an inclusive prefix sum) from q_start. Ends with the producers synchronized.
+template <class Cfg>
+__device__ __forceinline__ void build_tile_prefix(const FlashParams& p, int* tile_end, int pt) {
+  static_assert(Cfg::PRODUCERS == 128, "producer_sync counts 128 threads");
+  for (int s = pt; s < p.sequences; s += Cfg::PRODUCERS) {
+    const int n = __ldg(p.q_start + s + 1) - __ldg(p.q_start + s);
+    tile_end[s] = n > 0 ? (n + Cfg::BM - 1) / Cfg::BM : 0;
+  }
+  producer_sync();
+  if (pt < 32) {  // one warp scans, 32 sequences at a time
+    int carry = 0;
+    for (int base = 0; base < p.sequences; base += 32) {
+      const int s = base + pt;
+      int x = s < p.sequences ? tile_end[s] : 0;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(~0u, x, o);
+        if (pt >= o) x += y;
+      }
+      x += carry;
+      if (s < p.sequences) tile_end[s] = x;
+      carry = __shfl_sync(~0u, x, 31);
+    }
+  }
+  producer_sync();
+}
+
+// The item taken w-th (the leading producer only). Varlen: head slowest, then the launch's query
+// tiles in sequence order, each sequence's from its last (longest causal rows) to its first.
+template <FlashMode kMode>
+__device__ __forceinline__ Item take_item(const FlashParams& p, int w, int m_blocks, int items, const int* tile_end) {
+  Item it{};
+  if (w >= items) {
+    it.seq = -1;
+    return it;
+  }
+  if constexpr (kMode == FlashMode::dense) {
+    const WorkItem wi = work_item(w, m_blocks);
+    it.seq = wi.bh / p.heads;
+    it.h = wi.bh % p.heads;
+    it.m_block = wi.m_block;
+  } else {
+    const int tiles = tile_end[p.sequences - 1];  // > 0: items = tiles x heads > w
+    it.h = w / tiles;
+    const int t = w - it.h * tiles;
+    int lo = 0, hi = p.sequences - 1;  // the first sequence whose tiles end past t
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (tile_end[mid] > t) hi = mid;
+      else lo = mid + 1;
+    }
+    it.seq = lo;
+    it.m_block = tile_end[lo] - 1 - t;  // the sequence's tiles counted from its last
+    const SeqSpan sp = seq_span<kMode>(p, lo);
+    it.q_row = sp.q_row;
+    it.seq_q = sp.seq_q;
+    it.seq_k = sp.seq_k;
+  }
+  return it;
+}
+
+// counters[0]: the next item to take, less gridDim.x (every block's first item is its index).
+// Varlen: counters[1] counts the blocks done; the last resets both, so the workspace stays zeroed.
+template <class Cfg, bool kCausal, class T, FlashMode kMode>
 __global__ void __launch_bounds__(Cfg::THREADS, 1)
-    flash_fwd_sm90_kernel(const __grid_constant__ FlashParams p, int m_blocks, int items, int* next_item) {
+    flash_fwd_sm90_kernel(const __grid_constant__ FlashParams p, int m_blocks, int items, int* counters) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
+  constexpr bool kVarlen = kMode != FlashMode::dense;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // Swizzle atoms repeat every 1024 bytes: align the tiles to that.
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  // [Q 0 | Q 1 | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers | work-item slots]
+  // [Q 0 | Q 1 | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers | work-item slots | varlen: tile prefix]
   auto sQ = [&](int k) { return smem + (k & 1) * Cfg::Q_BYTES; };  // Q of this block's k-th item
   auto sK = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + stage * Cfg::KV_BYTES; };
   auto sV = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + (2 + stage) * Cfg::KV_BYTES; };
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + 2 * Cfg::Q_BYTES + 4 * Cfg::KV_BYTES);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::TILES);
   uint64_t* full = bars;            // [2] a K/V stage holds its tile (and the item's Q, with its first tile)
   uint64_t* empty = bars + 2;       // [2] the consumers are done with a K/V stage
   uint64_t* q_empty = bars + 4;     // [2] the consumers are done with a Q buffer
   uint64_t* item_full = bars + 6;   // [2] a work-item slot holds the next item
   uint64_t* item_empty = bars + 8;  // [2] the consumers have read the slot
-  int* item_slot = reinterpret_cast<int*>(bars + 10);  // [2]
+  Item* item_slot = reinterpret_cast<Item*>(smem + Cfg::TILES + 128);   // [2]
+  int* tile_end = reinterpret_cast<int*>(smem + Cfg::TILES + 256);      // varlen: [sequences]
 
   const int64_t q_stride = int64_t(p.heads) * D, kv_stride = int64_t(p.kv_heads) * D;
-  const int offset = p.seq_k - p.seq_q;  // causal: query i sees keys j <= i + offset
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < 2; ++i) {
@@ -166,36 +266,59 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     // consumers, then copy its Q with its first tile and K_j, V_j into the next stage of the ring
     // once the consumers have released it. `it` counts K/V tiles across items.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Cfg::PRODUCER_REGS));
-    const bool leader = threadIdx.x == Cfg::CONSUMERS;
+    const int pt = int(threadIdx.x) - Cfg::CONSUMERS;
+    const bool leader = pt == 0;
+    if constexpr (kVarlen) {
+      build_tile_prefix<Cfg>(p, tile_end, pt);
+      items = tile_end[p.sequences - 1] * p.heads;
+    }
     int it = 0;
     for (int k = 0;; ++k) {
       const int slot = k & 1;
       if (leader) {
         if (k >= 2) mbar_wait(&item_empty[slot], ((k >> 1) - 1) & 1);
-        const int w = k == 0 ? int(blockIdx.x) : int(gridDim.x) + atomicAdd(next_item, 1);
-        item_slot[slot] = w < items ? w : -1;
+        const int w = k == 0 ? int(blockIdx.x) : int(gridDim.x) + atomicAdd(counters, 1);
+        item_slot[slot] = take_item<kMode>(p, w, m_blocks, items, tile_end);
         mbar_arrive(&item_full[slot]);
       }
-      asm volatile("bar.sync 1, %0;\n" ::"n"(Cfg::PRODUCERS) : "memory");  // the producers see the slot
-      const int w = item_slot[slot];
-      if (w < 0) break;
-      const WorkItem wi = work_item(w, m_blocks);
-      const int b = wi.bh / p.heads, h = wi.bh % p.heads, kh = h / p.group, row0 = wi.m_block * BM;
-      const T* qg = static_cast<const T*>(p.q) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
-      const T* kg = static_cast<const T*>(p.k) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
-      const T* vg = static_cast<const T*>(p.v) + int64_t(b) * p.seq_k * kv_stride + int64_t(kh) * D;
-      const int n = kv_tiles<Cfg, kCausal>(p, wi.m_block);
+      producer_sync();  // the producers see the slot
+      const Item wi = item_slot[slot];
+      if (wi.seq < 0) break;
+      const SeqSpan sp = item_span<kMode>(wi, p);
+      const int kh = wi.h / p.group, row0 = wi.m_block * BM;
+      const T* qg = static_cast<const T*>(p.q) + (sp.q_row + row0) * q_stride + int64_t(wi.h) * D;
+      const T* kg = static_cast<const T*>(p.k) + int64_t(wi.seq) * p.seq_k * kv_stride + int64_t(kh) * D;  // dense
+      const T* vg = static_cast<const T*>(p.v) + int64_t(wi.seq) * p.seq_k * kv_stride + int64_t(kh) * D;
+      const KvRows<kMode> src = kv_rows<kMode>(p, wi.seq, kh, D);  // varlen
+      const int n = kv_tiles<Cfg, kCausal, kMode>(p, sp, wi.m_block);
       for (int j = 0; j < n; ++j, ++it) {
         const int stage = it & 1;
         if (it >= 2) mbar_wait(&empty[stage], ((it >> 1) - 1) & 1);
         if (j == 0) {
           if (k >= 2) mbar_wait(&q_empty[slot], ((k >> 1) - 1) & 1);
-          load_tile_sw128<Cfg, BM>(sQ(k), qg, q_stride, min(BM, p.seq_q - row0));
+          load_tile_sw128<Cfg, BM>(sQ(k), qg, q_stride, min(BM, queries<kMode>(p, sp) - row0));
         }
-        const int rows = min(BN, p.seq_k - j * BN);
-        load_tile_sw128<Cfg, BN>(sK(stage), kg + int64_t(j) * BN * kv_stride, kv_stride, rows);
-        load_tile_sw128<Cfg, BN>(sV(stage), vg + int64_t(j) * BN * kv_stride, kv_stride, rows);
+        if constexpr (kMode == FlashMode::dense) {
+          const int rows = min(BN, p.seq_k - j * BN);
+          load_tile_sw128<Cfg, BN>(sK(stage), kg + int64_t(j) * BN * kv_stride, kv_stride, rows);
+          load_tile_sw128<Cfg, BN>(sV(stage), vg + int64_t(j) * BN * kv_stride, kv_stride, rows);
+        } else {
+          load_kv_rows<D, BN, Cfg::PRODUCERS, 2>(static_cast<const T*>(p.k), src, j * BN, keys<kMode>(p, sp), pt,
+                                                 [&](int r, int c) { return sK(stage) + sw128(r, c, BN); });
+          load_kv_rows<D, BN, Cfg::PRODUCERS, 2>(static_cast<const T*>(p.v), src, j * BN, keys<kMode>(p, sp), pt,
+                                                 [&](int r, int c) { return sV(stage) + sw128(r, c, BN); });
+        }
         mbar_arrive_cp_async(&full[stage]);
+      }
+    }
+    if constexpr (kVarlen) {
+      if (leader) {  // this block takes no more items; the last block to finish resets the counters
+        __threadfence();
+        if (atomicAdd(counters + 1, 1) == int(gridDim.x) - 1) {
+          __threadfence();
+          atomicExch(counters, 0);
+          atomicExch(counters + 1, 0);
+        }
       }
     }
     return;
@@ -210,12 +333,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
   for (int k = 0;; ++k) {
     const int slot = k & 1;
     mbar_wait(&item_full[slot], (k >> 1) & 1);
-    const int w = item_slot[slot];
+    const Item wi = item_slot[slot];
     mbar_arrive(&item_empty[slot]);
-    if (w < 0) break;
-    const WorkItem wi = work_item(w, m_blocks);
-    const int b = wi.bh / p.heads, h = wi.bh % p.heads, row0 = wi.m_block * BM;
-    const int n = kv_tiles<Cfg, kCausal>(p, wi.m_block);
+    if (wi.seq < 0) break;
+    const SeqSpan sp = item_span<kMode>(wi, p);
+    const int h = wi.h, row0 = wi.m_block * BM;
+    const int offset = keys<kMode>(p, sp) - queries<kMode>(p, sp);  // causal: query i sees keys j <= i + offset
+    const int n = kv_tiles<Cfg, kCausal, kMode>(p, sp, wi.m_block);
     const uint32_t q_addr = smem_addr(sQ(k)) + uint32_t(wg * 64 * 128);  // this warpgroup's 64 rows
     float acc_o[D / 2];
 #pragma unroll
@@ -243,14 +367,14 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       if (j + 1 == n) mbar_arrive(&q_empty[slot]);  // Q is not read again for this item
 
       const int col0 = j * BN;
-      if (col0 + BN > p.seq_k || (kCausal && col0 + BN - 1 > row0 + offset)) {
+      if (col0 + BN > keys<kMode>(p, sp) || (kCausal && col0 + BN - 1 > row0 + offset)) {
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int col = col0 + i * 8 + 2 * t + (e & 1);
             const int row = row0 + my_row + 8 * (e >> 1);
-            if (col >= p.seq_k || (kCausal && col > row + offset)) s[4 * i + e] = -INFINITY;
+            if (col >= keys<kMode>(p, sp) || (kCausal && col > row + offset)) s[4 * i + e] = -INFINITY;
           }
       }
 
@@ -302,26 +426,28 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       wgmma::fence_operand(acc_o);
       mbar_arrive(&empty[stage]);  // this thread is done with tile j's buffers
     }
-    if (n == 0) mbar_arrive(&q_empty[slot]);
+    if (n == 0) mbar_arrive(&q_empty[slot]);  // one release per item, as the producers count them
 
     // Epilogue: finish the row sums, normalize, write O and the log-sum-exp (from registers: the
     // producers may already be filling shared memory for the next item).
-    T* og = static_cast<T*>(p.o) + (int64_t(b) * p.seq_q + row0) * q_stride + int64_t(h) * D;
-    float* lse = p.lse + int64_t(wi.bh) * p.seq_q + row0;
+    const int64_t q_row = item_span<kMode>(wi, p).q_row;  // dense: recomputed, not held across the loop
+    T* og = static_cast<T*>(p.o) + (q_row + row0) * q_stride + int64_t(h) * D;
+    float* lse = lse_at<kMode>(p, wi.seq * p.heads + h, h, q_row, row0);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float l = l_i[half];
       l += __shfl_xor_sync(~0u, l, 1);
       l += __shfl_xor_sync(~0u, l, 2);
       const int r = my_row + 8 * half;
-      if (row0 + r >= p.seq_q) continue;
+      if (row0 + r >= queries<kMode>(p, sp)) continue;
       const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
       for (int i = 0; i < D / 8; ++i) {
         const uint32_t packed = Mma<T>::pack(acc_o[4 * i + 2 * half] * inv, acc_o[4 * i + 2 * half + 1] * inv);
         *reinterpret_cast<uint32_t*>(og + int64_t(r) * q_stride + i * 8 + 2 * t) = packed;
       }
-      if (t == 0) lse[r] = l > 0.f ? (m_i[half] + log2f(l)) * kLn2 : -INFINITY;
+      if (t == 0 && (kMode == FlashMode::dense || lse))
+        lse[int64_t(r) * lse_step<kMode>(p)] = l > 0.f ? (m_i[half] + log2f(l)) * kLn2 : -INFINITY;
     }
   }
 #else
@@ -342,7 +468,7 @@ int* work_counter(int device) {
 template <class Cfg, bool kCausal, class T>
 void launch(const AttentionParams& a, cudaStream_t stream) {
   const FlashParams p = make_flash_params(a);
-  auto kernel = flash_fwd_sm90_kernel<Cfg, kCausal, T>;
+  auto kernel = flash_fwd_sm90_kernel<Cfg, kCausal, T, FlashMode::dense>;
   INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM));
   int device = 0, sms = 0;
   INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
@@ -359,10 +485,50 @@ void launch(const AttentionParams& a, cudaStream_t stream) {
   INFERLAB_CHECK_LAUNCH();
 }
 
+// Varlen: the same persistent grid; the exact item count is known only on the device (from
+// q_start), so the grid is sized by an upper bound on the query tiles (each sequence adds at most
+// one partial tile) and blocks left without an item exit at once. No memset: the kernel leaves
+// the workspace's counters zeroed.
+template <class Cfg, bool kCausal, class T, FlashMode kMode>
+void launch_varlen(const PrefillParams& a, cudaStream_t stream) {
+  const FlashParams p = make_flash_params(a);
+  auto kernel = flash_fwd_sm90_kernel<Cfg, kCausal, T, kMode>;
+  const int smem = Cfg::SMEM + int(4 * a.sequences);
+  int device = 0, sms = 0, smem_max = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (smem > smem_max)
+    throw Error("attention/prefill: " + std::to_string(a.sequences) + " sequences need " + std::to_string(smem) +
+                " bytes of shared memory, the device allows " + std::to_string(smem_max));
+  // Host work between a step's launches counts: the attribute is raised only when a launch needs
+  // more shared memory than any before it.
+  static std::atomic<int> smem_set{-1};
+  if (smem > smem_set.load()) {
+    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    smem_set.store(smem);
+  }
+  const int64_t tiles = std::min(a.sequences * ((a.max_q + Cfg::BM - 1) / Cfg::BM), (a.total_q + Cfg::BM - 1) / Cfg::BM + a.sequences);
+  const int64_t items = tiles * a.heads;
+  if (items > INT32_MAX / 2) throw Error("attention/prefill: too many query tiles for 32-bit work indices");
+  const int grid = int(std::min<int64_t>(items, sms));
+  kernel<<<grid, Cfg::THREADS, smem, stream>>>(p, 0, 0, static_cast<int*>(a.workspace));
+  INFERLAB_CHECK_LAUNCH();
+}
+
 template <class Cfg>
 void dispatch_dtype(const AttentionParams& a, cudaStream_t stream) {
-  dispatch_dtype_causal(a, [&](auto causal, auto element) {
+  dispatch_dtype_causal(a.dtype, a.causal, [&](auto causal, auto element) {
     launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream);
+  });
+}
+
+template <class Cfg>
+void dispatch_prefill(const PrefillParams& a, cudaStream_t stream) {
+  dispatch_dtype_causal(a.dtype, a.causal, [&](auto causal, auto element) {
+    dispatch_varlen_mode(a, [&](auto mode) {
+      launch_varlen<Cfg, decltype(causal)::value, typename decltype(element)::type, decltype(mode)::value>(a, stream);
+    });
   });
 }
 
@@ -376,6 +542,17 @@ void launch_flash_forward_sm90(const AttentionParams& a, cudaStream_t stream) {
       return dispatch_dtype<Sm90Tile<64, 128>>(a, stream);
     default:
       throw Error("attention/flash: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
+  }
+}
+
+void launch_flash_prefill_sm90(const PrefillParams& a, cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 128:
+      return dispatch_prefill<Sm90Tile<128, 128>>(a, stream);
+    case 64:
+      return dispatch_prefill<Sm90Tile<64, 128>>(a, stream);
+    default:
+      throw Error("attention/prefill: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
   }
 }
 

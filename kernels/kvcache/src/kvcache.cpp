@@ -55,4 +55,11 @@ void validate_kv_view(const KvCacheView& v, const std::vector<int32_t>& lens, co
   }
 }
 
+int64_t kv_slot(const KvCacheView& v, const std::vector<int32_t>& table, int64_t seq, int64_t token) {
+  if (v.layout == KvLayout::paged)
+    return int64_t(table[std::size_t(seq * v.max_blocks_per_seq + token / v.block_size)]) * v.block_size +
+           token % v.block_size;
+  return seq * v.max_len + token;
+}
+
 }  // namespace inferlab

@@ -52,6 +52,11 @@ struct KvCacheView {
 void validate_kv_view(const KvCacheView& view, const std::vector<int32_t>& context_lens,
                       const std::vector<int32_t>& block_table);
 
+// The pool row (slot) holding token `token` of sequence `seq`, from the host copy of the block
+// table (paged) or the sequence's reserved rows (contiguous): what the CPU references and tests
+// gather through. Unchecked: validate_kv_view checks the view first.
+int64_t kv_slot(const KvCacheView& view, const std::vector<int32_t>& block_table, int64_t seq, int64_t token);
+
 // Writes one new token per sequence: k_new/v_new [batch, kv_heads, head_dim] go to token index
 // positions[b] of sequence b (device int32 [batch]). The caller has grown the sequences first.
 void append_kv(const KvCacheView& view, const void* k_new, const void* v_new, const int32_t* positions,
