@@ -535,7 +535,7 @@ void add_precision_options(CLI::App* c, Params& p) {
                                       "override for the KV cache");
 }
 
-int cmd_generate(const Params& given, bool predict_only, bool json) {
+int cmd_generate(const Params& given, bool predict_only, bool profile, bool json) {
   Params p = given;
   const GpuInfo gpu = detect_gpu();
   if (!p.count("hardware")) {
@@ -543,7 +543,9 @@ int cmd_generate(const Params& given, bool predict_only, bool json) {
     p["hardware"] = id.empty() ? "h100-sxm-80gb" : id;
   }
   const Scenario& sc = find_scenario("engine");
-  GenerateRun run = plan_generate(generate_config(complete_params(sc, p)));
+  GenerateConfig config = generate_config(complete_params(sc, p));
+  config.profile = profile;
+  GenerateRun run = plan_generate(config);
   std::string why_not;
 #ifdef INFERLAB_HAVE_CUDA
   if (!predict_only && !gpu.present) why_not = "no GPU: " + gpu.reason;
@@ -623,6 +625,14 @@ int cmd_generate(const Params& given, bool predict_only, bool json) {
                run.measured ? fmt::format("; reached {:.1f}% of it (wall clock), {:.1f}% by GPU time",
                                           100 * s.share_of_limit(), 100 * s.gpu_tokens_per_s / s.limit_tokens_per_s)
                             : "");
+  }
+  if (!run.profile.empty()) {
+    double sum = 0;
+    for (const auto& k : run.profile) sum += k.seconds;
+    fmt::print("\nkernels of one decode step (CUPTI): {} in kernels, {} from the first start to the last end\n",
+               seconds(sum), seconds(run.profile_span_s));
+    for (const auto& k : run.profile)
+      fmt::print("  {:>10} {:>5.1f}% {:>5}x  {}\n", seconds(k.seconds), 100 * k.seconds / sum, k.launches, k.kernel);
   }
   if (run.measured && !run.first_sequence.empty()) {
     std::string t;
@@ -758,6 +768,8 @@ int main(int argc, char** argv) {
   generate->add_flag_function("--eager", [&](std::int64_t) { gen_p["graphs"] = "false"; },
                               "launch every kernel from the host (no CUDA graphs)");
   generate->add_flag("--predict-only", gen_predict_only, "do not run the engine even when a GPU is present");
+  bool gen_profile = false;
+  generate->add_flag("--profile", gen_profile, "kernel times of one decode step (CUPTI), by kernel");
   generate->add_flag("--json", json, "machine-readable output");
 
   std::string csv, only_plot, plot_out;
@@ -784,7 +796,7 @@ int main(int argc, char** argv) {
     }
     if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
     if (*ceilings) return cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
-    if (*generate) return cmd_generate(gen_p, gen_predict_only, json);
+    if (*generate) return cmd_generate(gen_p, gen_predict_only, gen_profile, json);
   } catch (const Error& e) {
     fmt::print(stderr, "inferlab: error: {}\n", e.what());
     return 1;

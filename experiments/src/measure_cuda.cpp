@@ -3,10 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <algorithm>
+#include <map>
 #include <memory>
 
 #include "inferlab/experiments/generate.h"
 #include "inferlab/kernels/engine/engine.h"
+#include "inferlab/roofline/kernel_trace.h"
 #include "inferlab/sim/rng.h"
 
 #include "inferlab/experiments/scenarios.h"
@@ -178,7 +181,21 @@ void measure_generate(GenerateRun& r) {
         else s.tokens = {generated[std::size_t(q.slot)].back()};
         in.push_back(std::move(s));
       }
+      const bool trace = record && c.profile && st.phase == "decode" && &st == &r.steps[r.steps.size() - (c.new_tokens - 1) / 2 - 1];
+      std::unique_ptr<KernelTrace> tracer;
+      if (trace) tracer = std::make_unique<KernelTrace>();
       const StepOutput o = e.step(in);
+      if (trace) {
+        const std::vector<KernelRecord> ks = tracer->collect();
+        std::map<std::string, KernelShare> by;
+        for (const KernelRecord& k : ks) {
+          KernelShare& b = by[k.name.substr(0, 80)];
+          b.kernel = k.name.substr(0, 80), b.launches += 1, b.seconds += k.duration_s();
+        }
+        for (auto& [name, share] : by) r.profile.push_back(share);
+        std::sort(r.profile.begin(), r.profile.end(), [](const KernelShare& a, const KernelShare& b) { return a.seconds > b.seconds; });
+        if (!ks.empty()) r.profile_span_s = ks.back().end_s - ks.front().start_s;
+      }
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       for (std::size_t i = 0; i < in.size(); ++i)
         if (!o.tokens[i].empty()) generated[std::size_t(in[i].slot)].push_back(o.tokens[i].back());

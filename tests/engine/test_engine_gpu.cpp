@@ -262,7 +262,11 @@ TEST(EngineGpu, RefusesWhatDoesNotFitAndStaysUnchanged) {
   o.kv_blocks = 70;  // 1120 tokens of KV (one full sequence is 64 blocks)
   Engine small(em, o);
   Rng rng{3};
-  prefill_logits(small, 0, random_tokens(rng, 900, em.model.vocab));
+  {
+    SequenceInput s0;
+    s0.slot = 0, s0.tokens = random_tokens(rng, 900, em.model.vocab);
+    small.step({s0});
+  }
   const int64_t free_before = small.kv().allocator().free_blocks();
   SequenceInput s;
   s.slot = 1, s.tokens = random_tokens(rng, 300, em.model.vocab);

@@ -496,7 +496,12 @@ void decode_attention(const DecodeParams& p, DecodeVariant v, cudaStream_t strea
     auto* base = static_cast<char*>(p.workspace);
     kp.part_o = reinterpret_cast<float*>(base + w.part_o);
     kp.part_ml = reinterpret_cast<float*>(base + w.part_ml);
-    kp.counters = reinterpret_cast<int*>(base + w.counters);
+    // The counters sit at the END of the workspace, the pieces' partial outputs at its start: a counter's
+    // address then depends only on its (sequence, KV head, group), never on this launch's shape, so launches
+    // of other shapes sharing the workspace (the engine's decode steps) never write partial outputs over a
+    // counter another launch expects to find at zero. (The partial outputs are not cleared after use.)
+    const std::size_t counter_bytes = w.total - w.counters;
+    kp.counters = reinterpret_cast<int*>(base + (p.workspace_bytes - counter_bytes) / 4 * 4);
   }
   int chunk = int((p.max_context + kp.splits - 1) / kp.splits);
   kp.chunk = std::max(kTile, (chunk + kTile - 1) / kTile * kTile);

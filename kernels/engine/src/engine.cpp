@@ -111,6 +111,7 @@ Engine::Engine(const EngineModel& model, const EngineOptions& options) : impl_(s
     d.cache.kv_heads = m.kv_heads;
     decode_ws = std::max(decode_ws, decode_workspace_bytes(d, DecodeVariant::split, e.sm_count));
   }
+  decode_ws *= 2;  // the largest partial outputs plus the largest counter array (decode.h: counters at the end)
   int64_t widest = std::max({qkv_n, m.hidden, 2 * m.intermediate});
   LinearParams lp;
   lp.format = o.weight_format.value_or(WeightFormat::bf16);

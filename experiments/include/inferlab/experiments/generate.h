@@ -31,6 +31,13 @@ struct GenerateConfig {
   bool graphs = true;
   uint64_t seed = 1;
   int64_t max_step_tokens = 8192;
+  bool profile = false;  // CUPTI kernel times of one decode step (the middle one), by kernel
+};
+
+struct KernelShare {
+  std::string kernel;
+  int64_t launches = 0;
+  double seconds = 0;  // summed GPU time in the profiled step
 };
 
 struct PlannedSequence {
@@ -57,6 +64,8 @@ struct GenerateRun {
   std::string device;                  // the GPU, when measured
   std::vector<int32_t> first_sequence;  // its generated tokens, when measured
   double weight_bytes = 0;             // as the engine holds them
+  std::vector<KernelShare> profile;    // config.profile: the profiled step's kernels, longest first
+  double profile_span_s = 0;           // first kernel start to last kernel end in that step
 };
 
 struct GenerateSummary {

@@ -35,8 +35,10 @@ struct DecodeParams {
   float* lse = nullptr;     // [batch, heads]: log(sum_j exp(scale * q.k_j)); -inf for an empty context
   int64_t max_context = 0;  // the longest context in the batch (known on the host: plans the split)
   int splits = 0;           // split: pieces per context (0: the heuristic); plain: ignored
-  // split: zero-filled once before its first use (cudaMemset); every launch leaves it that way (the
-  // merging block resets its counter), so a workspace is reused without clearing it again.
+  // split: zero-filled once before its first use (cudaMemset); every launch leaves its counters (at the
+  // workspace's end) at zero (the merging block resets its counter), so a workspace is reused without
+  // clearing it again. A workspace shared by launches of different shapes must hold the largest partial
+  // outputs plus the largest counter array (decode_workspace_bytes of each, summed, is enough).
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   // Diagnostic: when set, thread 0 of every block writes %globaltimer (ns) at 6 points
