@@ -17,9 +17,10 @@ loop (a backward branch) holding the most instructions of the class that marks t
     uniform  the uniform datapath: U* (one per warp, they take an issue slot)
     control  BRA, BAR, SYNCS, WARPGROUP, DEPBAR, NOP, ...
 
-A region the loop jumps over with a forward conditional branch is left out when it holds no
-tensor-core instruction (masking of a partial tile: not the steady state); the loop's exits are
-counted as the fall-through path. Counts are per thread per loop iteration (one warp instruction
+A region the loop jumps over with a forward conditional branch is left out when it holds neither a
+tensor-core nor a memory instruction (the masking of a partial tile: not the steady state; a
+guarded refill load is the steady state and stays in); the loop's exits are counted as the
+fall-through path. Counts are per thread per loop iteration (one warp instruction
 each); divide by the work one iteration does (printed as the loop's tensor instructions).
 
 Usage:  scripts/sass-counts.py OBJECT [FUNCTION-REGEX] [--cuobjdump PATH] [--json]
@@ -119,7 +120,7 @@ def loop_counts(ins, lo, hi):
         t = branch_target((a, op, mods, args))
         if t is None or not pred or not (lo <= a < t <= hi):
             continue
-        if not any(a < b < t and pipe_of(o) == "tensor" for b, o, *_ in ins):
+        if not any(a < b < t and pipe_of(o) in ("tensor", "memory") for b, o, *_ in ins):
             cold.append((a + 16, t))
     per_pipe, per_op = collections.Counter(), collections.Counter()
     for a, op, mods, args, pred in ins:
