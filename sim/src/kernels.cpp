@@ -122,8 +122,8 @@ namespace {
 // The flash kernel (flash_fwd_sm90.cu): persistent, one CTA per SM, 2 consumer warpgroups of 64
 // query rows (BM = 128) and a producer warpgroup; K/V tiles of BN = 128 keys; items = (query block,
 // batch x head) taken from a counter. Both consumer warpgroups wait on the same K/V stage, so they
-// run in step: the SM's tensor, MUFU, FP32, ALU and conversion work add up (serialized). Each item
-// exposes the refill of its first tile (Q and K/V of the next item: one round trip).
+// run in step: the SM's tensor, MUFU, FP32, ALU and conversion work add up (serialized); the
+// producer's copies overlap them.
 KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
   constexpr int64_t BM = 128, BN = 128;
   const int64_t m_blocks = ceil_div(s.new_tokens, BM);
@@ -150,7 +150,10 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   k.work.tensor_flops = wg_tiles * 4.0 * 64.0 * double(BN) * double(s.head_dim);
   k.work.tensor_dtype = dtype;
   k.startup_round_trips = 2;
-  k.sm_round_trips = double(ceil_div(items, hw.sm_count));
+  // Between one item's last tile and the next item's first product, four dependent steps: the
+  // work counter's atomic, the item slot handed through shared memory, the Q buffer released and
+  // refilled, the first K/V tile.
+  k.sm_round_trips = 4.0 * double(ceil_div(items, hw.sm_count));
   return k;
 }
 
@@ -186,6 +189,7 @@ std::vector<KernelLaunch> naive(const AttentionShape& s, DType dtype, const Hard
 
   KernelLaunch sm;
   sm.kernel = "softmax_rows";
+  sm.memory_overlapped = false;  // each thread's 4 loads, then their exponentials: no load in flight meanwhile
   constexpr double kThreads = 256;
   sm.ctas = int64_t(bh * sq);
   sm.ctas_per_sm = 8;  // 2048 threads per SM

@@ -40,7 +40,12 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double lanes_at_sm = active * c.sm_clock_hz;
   const double other_sm = k.work.mufu / (c.mufu_lanes * lanes_at_sm) + k.work.fp32 / (c.fp32_lanes * lanes_at_sm) +
                           k.work.alu / (c.alu_lanes * lanes_at_sm) + k.work.cvt / (c.cvt_lanes * lanes_at_sm);
-  const bool tensor_heavy = k.tensor == TensorPath::sm && tensor_at > other_sm;
+  // Tensor-heavy: the tensor cores are the launch's busiest pipe.
+  const double busiest_other =
+      std::max({k.work.mufu / c.mufu_lanes, k.work.fp32 / c.fp32_lanes, k.work.alu / c.alu_lanes, k.work.cvt / c.cvt_lanes}) /
+      lanes_at_sm;
+  const bool tensor_heavy = k.tensor == TensorPath::sm && tensor_at > busiest_other;
+  (void)other_sm;
   const double clock = tensor_heavy ? c.tensor_clock_hz : c.sm_clock_hz;
   const double per = active * clock;
   const double tensor = k.tensor == TensorPath::sm ? k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock)
@@ -55,10 +60,10 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
                                                                   : hw.memory_bandwidth;
   const double reach = std::min(hbm, active * c.sm_bandwidth);
   const double memory = k.bytes > 0 ? k.bytes / reach + k.startup_round_trips * c.dram_latency_s : 0.0;
-  const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s) +
-                         k.sm_round_trips * c.dram_latency_s;
+  const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s);
+  const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
   const double floor = k.launch == LaunchMode::graph ? c.launch_floor_graph_s : c.launch_floor_eager_s;
-  const double body = std::max({pipes, memory, latency});
+  const double body = (k.memory_overlapped ? std::max({pipes, memory, latency}) : std::max(pipes + memory, latency)) + exposed;
 
   p.tensor_s += tensor;
   p.mufu_s += mufu;
@@ -75,9 +80,9 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   p.reachable_bandwidth = p.reachable_bandwidth > 0 ? std::min(p.reachable_bandwidth, reach) : reach;
   p.waves = std::max(p.waves, waves);
   // The launch's dominant term, weighted by its share of the op's time.
-  if (body == memory)
+  if (body - exposed == memory || (!k.memory_overlapped && memory > pipes && body - exposed != latency))
     terms.push_back({reach < hbm ? "parallelism" : "memory", body});
-  else if (body == latency)
+  else if (body - exposed == latency)
     terms.push_back({"latency", body});
   else {
     const Term pipe_terms[] = {{"tensor", tensor}, {"mufu", mufu}, {"fp32", fp32}, {"alu", alu}, {"cvt", cvt}, {"issue", issue}};

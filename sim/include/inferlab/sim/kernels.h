@@ -50,6 +50,10 @@ struct PipeWork {
 struct KernelLaunch {
   std::string kernel;  // as CUPTI names it, shortened
   Composition composition = Composition::overlapped;
+  // Whether the memory stream overlaps the pipes (loads in flight while the SM computes: a
+  // producer warpgroup, a ring of tiles) or adds to them (each warp waits for its loads, then
+  // computes on them).
+  bool memory_overlapped = true;
   TensorPath tensor = TensorPath::none;
   LaunchMode launch = LaunchMode::eager;
   int64_t ctas = 1;
