@@ -29,6 +29,7 @@
 #include "inferlab/roofline/gpu_info.h"
 #ifdef INFERLAB_HAVE_CUDA
 #include "inferlab/roofline/ceilings.h"
+#include "inferlab/roofline/pipe_ceilings.h"
 #endif
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
@@ -471,6 +472,7 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
   CeilingOptions options;
   options.quick = quick;
   const Ceilings c = measure_ceilings(options);
+  const PipeMeasurements pipes = measure_pipes(quick);
   nlohmann::json tensor = nlohmann::json::object();
   for (const auto& [k, v] : c.tensor_flops) tensor[k] = v / 1e12;
   nlohmann::json details = nlohmann::json::array();
@@ -491,7 +493,8 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
                      {"l2_bandwidth_gb_s", c.l2_bandwidth / 1e9},
                      {"tensor_tflops_dense", tensor},
                      {"vector_tflops", {{"fp32", c.fp32_flops / 1e12}}},
-                     {"launch_overhead_us", c.launch_overhead_s * 1e6}};
+                     {"launch_overhead_us", c.launch_overhead_s * 1e6},
+                     {"pipes", pipes_json(pipes)}};
   out["note"] = "memory_bandwidth_gb_s is the copy bandwidth (bytes read + written); it replaces the datasheet "
                 "bandwidth in predictions, as the tensor and FP32 rates replace the datasheet peaks";
   out["details"] = details;
@@ -516,6 +519,9 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
                ratio(v, d));
   }
   fmt::print("{:<28} {:>10.2f} us\n", "kernel launch", c.launch_overhead_s * 1e6);
+  const nlohmann::json pj = pipes_json(pipes);
+  for (const auto& [k, v] : pj.items())
+    if (v.is_number()) fmt::print("{:<28} {:>14.4g}\n", "pipes." + k, v.get<double>());
   fmt::print("wrote {}\n", path.string());
   return 0;
 #endif
