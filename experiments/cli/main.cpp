@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "inferlab/experiments/fidelity.h"
 #include "inferlab/experiments/plots.h"
 #include "inferlab/experiments/provenance.h"
 #include "inferlab/experiments/results.h"
@@ -647,6 +648,13 @@ int main(int argc, char** argv) {
   ceilings->add_flag("--quick", ceil_quick, "small sizes, few repeats (a smoke run; not for the model)");
   ceilings->add_flag("--json", json, "machine-readable output");
 
+  std::string fid_dir = (data_dir() / "results" / "nvidia-h100-80gb-hbm3").string();
+  bool fid_write = false;
+  auto* fidelity = app.add_subcommand("fidelity", "re-predict every committed measured point: error per kernel family");
+  fidelity->add_option("results", fid_dir, "folder of result CSVs with provenance (default: the committed H100 results)");
+  fidelity->add_flag("--write", fid_write, "replace the CSVs' predicted columns by this model's");
+  fidelity->add_flag("--json", json, "every point as JSON");
+
   std::string csv, only_plot, plot_out;
   auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON)");
   plot->add_option("results", csv, "results .csv")->required();
@@ -671,6 +679,19 @@ int main(int argc, char** argv) {
     }
     if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
     if (*ceilings) return cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
+    if (*fidelity) {
+      const auto pts = repredict_results(fid_dir, fid_write);
+      if (json) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& p : pts)
+          a.push_back({{"file", p.file}, {"family", p.family}, {"point", p.point}, {"predicted_s", p.predicted_s},
+                       {"measured_s", p.measured_s}, {"error", p.error()}, {"dominant", p.dominant}});
+        print_json(a);
+      } else {
+        fmt::print("{}", fidelity_table(pts));
+      }
+      return 0;
+    }
   } catch (const Error& e) {
     fmt::print(stderr, "inferlab: error: {}\n", e.what());
     return 1;
