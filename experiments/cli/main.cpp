@@ -23,6 +23,7 @@
 #include <fmt/core.h>
 
 #include "inferlab/experiments/generate.h"
+#include "inferlab/experiments/fidelity.h"
 #include "inferlab/experiments/plots.h"
 #include "inferlab/experiments/provenance.h"
 #include "inferlab/experiments/results.h"
@@ -32,6 +33,7 @@
 #include "inferlab/roofline/gpu_info.h"
 #ifdef INFERLAB_HAVE_CUDA
 #include "inferlab/roofline/ceilings.h"
+#include "inferlab/roofline/pipe_ceilings.h"
 #endif
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
@@ -474,6 +476,7 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
   CeilingOptions options;
   options.quick = quick;
   const Ceilings c = measure_ceilings(options);
+  const PipeMeasurements pipes = measure_pipes(quick);
   nlohmann::json tensor = nlohmann::json::object();
   for (const auto& [k, v] : c.tensor_flops) tensor[k] = v / 1e12;
   nlohmann::json details = nlohmann::json::array();
@@ -494,7 +497,8 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
                      {"l2_bandwidth_gb_s", c.l2_bandwidth / 1e9},
                      {"tensor_tflops_dense", tensor},
                      {"vector_tflops", {{"fp32", c.fp32_flops / 1e12}}},
-                     {"launch_overhead_us", c.launch_overhead_s * 1e6}};
+                     {"launch_overhead_us", c.launch_overhead_s * 1e6},
+                     {"pipes", pipes_json(pipes)}};
   out["note"] = "memory_bandwidth_gb_s is the copy bandwidth (bytes read + written); it replaces the datasheet "
                 "bandwidth in predictions, as the tensor and FP32 rates replace the datasheet peaks";
   out["details"] = details;
@@ -519,6 +523,9 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
                ratio(v, d));
   }
   fmt::print("{:<28} {:>10.2f} us\n", "kernel launch", c.launch_overhead_s * 1e6);
+  const nlohmann::json pj = pipes_json(pipes);
+  for (const auto& [k, v] : pj.items())
+    if (v.is_number()) fmt::print("{:<28} {:>14.4g}\n", "pipes." + k, v.get<double>());
   fmt::print("wrote {}\n", path.string());
   return 0;
 #endif
@@ -772,6 +779,13 @@ int main(int argc, char** argv) {
   generate->add_flag("--profile", gen_profile, "kernel times of one decode step (CUPTI), by kernel");
   generate->add_flag("--json", json, "machine-readable output");
 
+  std::string fid_dir = (data_dir() / "results" / "nvidia-h100-80gb-hbm3").string();
+  bool fid_write = false;
+  auto* fidelity = app.add_subcommand("fidelity", "re-predict every committed measured point: error per kernel family");
+  fidelity->add_option("results", fid_dir, "folder of result CSVs with provenance (default: the committed H100 results)");
+  fidelity->add_flag("--write", fid_write, "replace the CSVs' predicted columns by this model's");
+  fidelity->add_flag("--json", json, "every point as JSON");
+
   std::string csv, only_plot, plot_out;
   auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON)");
   plot->add_option("results", csv, "results .csv")->required();
@@ -797,6 +811,19 @@ int main(int argc, char** argv) {
     if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
     if (*ceilings) return cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
     if (*generate) return cmd_generate(gen_p, gen_predict_only, gen_profile, json);
+    if (*fidelity) {
+      const auto pts = repredict_results(fid_dir, fid_write);
+      if (json) {
+        nlohmann::json a = nlohmann::json::array();
+        for (const auto& p : pts)
+          a.push_back({{"file", p.file}, {"family", p.family}, {"point", p.point}, {"predicted_s", p.predicted_s},
+                       {"measured_s", p.measured_s}, {"error", p.error()}, {"dominant", p.dominant}});
+        print_json(a);
+      } else {
+        fmt::print("{}", fidelity_table(pts));
+      }
+      return 0;
+    }
   } catch (const Error& e) {
     fmt::print(stderr, "inferlab: error: {}\n", e.what());
     return 1;

@@ -177,6 +177,19 @@ Row op_row(const Op& op, const Prediction& pr, double step_time_s) {
              {"predicted_bytes_per_s", num(pr.total_s > 0 ? op.total_bytes() / pr.total_s : 0.0)}};
 }
 
+namespace {
+// The refined model's terms (sim/roofline.h) of an op that carries its kernel launches.
+void add_refined_columns(Row& r, const Prediction& p) {
+  r.emplace_back("dominant", p.dominant);
+  for (auto [name, v] : {std::pair{"tensor_s", p.tensor_s}, std::pair{"mufu_s", p.mufu_s}, std::pair{"fp32_s", p.fp32_s},
+                         std::pair{"alu_s", p.alu_s}, std::pair{"cvt_s", p.cvt_s}, std::pair{"issue_s", p.issue_s},
+                         std::pair{"pipes_s", p.pipes_s}, std::pair{"latency_s", p.latency_s},
+                         std::pair{"floor_s", p.floor_s}, std::pair{"reachable_bandwidth", p.reachable_bandwidth},
+                         std::pair{"waves", p.waves}})
+    r.emplace_back(name, num(v));
+}
+}  // namespace
+
 void set_cell(Row& row, const std::string& column, const std::string& value) {
   for (auto& [k, v] : row)
     if (k == column) {
@@ -380,6 +393,9 @@ AttentionPoint evaluate_attention_point(const Params& p) {
     a.batch = param_int(p, "batch");
   }
   ap.cost = attention_cost(a, ap.variant, ap.dtype, ap.dtype);
+  // The lab's kernels (sim/kernels.h): the wgmma flash kernel runs on Hopper, the naive path anywhere.
+  if (ap.variant == AttentionVariant::naive || ap.hardware.architecture.find("Hopper") != std::string::npos)
+    ap.cost.kernels = attention_prefill_kernels(a, ap.variant, ap.dtype, ap.hardware);
   ap.prediction = predict(ap.cost, ap.hardware);
   return ap;
 }
@@ -391,6 +407,7 @@ std::vector<Row> attention_rows(const AttentionPoint& ap) {
                                                                               : "GQA-" + std::to_string(ap.shape.heads / ap.shape.kv_heads)});
   r.insert(r.begin() + 4, {"batch_used", num(ap.shape.batch)});
   r.insert(r.begin() + 5, {"kv_heads_count", num(ap.shape.kv_heads)});
+  add_refined_columns(r, ap.prediction);
   r.emplace_back("ceilings", ap.hardware.ceilings_source);
   for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
   return {r};
@@ -436,6 +453,7 @@ DecodePoint evaluate_decode_point(const Params& p) {
   const int64_t groups = (a.heads / a.kv_heads + 31) / 32;  // query heads per block, as the kernel groups them
   a.splits = dp.variant == "split" ? plan_decode_splits(a.batch * a.kv_heads * groups, context, dp.hardware.sm_count) : 1;
   dp.cost = attention_cost(a, AttentionVariant::flash, dp.dtype, dp.dtype);
+  dp.cost.kernels = decode_attention_kernels(a, dp.dtype, dp.hardware);
   dp.prediction = predict(dp.cost, dp.hardware);
   return dp;
 }
@@ -446,6 +464,7 @@ std::vector<Row> decode_rows(const DecodePoint& dp) {
   r.insert(r.begin() + 3, {"attention_kind", kind_of(dp.shape.heads, dp.shape.kv_heads)});
   r.insert(r.begin() + 4, {"splits", num(dp.shape.splits)});
   r.insert(r.begin() + 5, {"kv_heads_count", num(dp.shape.kv_heads)});
+  add_refined_columns(r, dp.prediction);
   r.emplace_back("ceilings", dp.hardware.ceilings_source);
   for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
   r.emplace_back("measured_kv_bytes_per_s", "");
@@ -462,8 +481,10 @@ LinearPoint evaluate_linear_point(const Params& p) {
   }
   lp.shape = LinearShape{param_int(p, "m"), param_int(p, "n"), param_int(p, "k")};
   lp.cost = linear_cost(lp.shape, lp.format);
+  lp.cost.kernels = linear_kernels(lp.shape.m, lp.shape.n, lp.shape.k, lp.format, lp.hardware);
   lp.prediction = predict(lp.cost, lp.hardware);
   lp.bf16_cost = linear_cost(lp.shape, WeightFormat::bf16);
+  lp.bf16_cost.kernels = linear_kernels(lp.shape.m, lp.shape.n, lp.shape.k, WeightFormat::bf16, lp.hardware);
   lp.bf16_prediction = predict(lp.bf16_cost, lp.hardware);
   return lp;
 }
@@ -476,6 +497,7 @@ std::vector<Row> linear_rows(const LinearPoint& lp) {
   r.emplace_back("ideal_speedup_bytes", num(lp.bf16_cost.bytes(TensorRole::weight) / wb));
   r.emplace_back("predicted_bf16_s", num(lp.bf16_prediction.total_s));
   r.emplace_back("predicted_speedup", num(lp.bf16_prediction.total_s / lp.prediction.total_s));
+  add_refined_columns(r, lp.prediction);
   r.emplace_back("ceilings", lp.hardware.ceilings_source);
   for (const char* c : kMeasuredColumns) r.emplace_back(c, "");
   for (const char* c : {"measured_bf16_s", "measured_speedup", "rel_error"}) r.emplace_back(c, "");

@@ -44,6 +44,84 @@ std::string keys_of(const std::map<std::string, double>& m) {
   return k.empty() ? "none" : join(k, ", ");
 }
 
+// "pipes" fields: JSON key, unit scale to SI, member.
+struct PipeField {
+  const char* key;
+  double scale;
+  double PipeCeilings::*member;
+};
+constexpr PipeField kPipeFields[] = {
+    {"sm_clock_mhz", 1e6, &PipeCeilings::sm_clock_hz},
+    {"tensor_clock_mhz", 1e6, &PipeCeilings::tensor_clock_hz},
+    {"tensor_flops_per_clk", 1, &PipeCeilings::tensor_flops_per_clk},
+    {"fp32_lanes", 1, &PipeCeilings::fp32_lanes},
+    {"alu_lanes", 1, &PipeCeilings::alu_lanes},
+    {"mufu_lanes", 1, &PipeCeilings::mufu_lanes},
+    {"cvt_lanes", 1, &PipeCeilings::cvt_lanes},
+    {"issue_per_clk", 1, &PipeCeilings::issue_per_clk},
+    {"dependent_issue_cycles", 1, &PipeCeilings::dependent_issue_cycles},
+    {"smem_latency_cycles", 1, &PipeCeilings::smem_latency_cycles},
+    {"mufu_latency_cycles", 1, &PipeCeilings::mufu_latency_cycles},
+    {"dram_latency_us", 1e-6, &PipeCeilings::dram_latency_s},
+    {"sm_bandwidth_gb_s", kGiga, &PipeCeilings::sm_bandwidth},
+    {"read_bandwidth_gb_s", kGiga, &PipeCeilings::read_bandwidth},
+    {"launch_floor_eager_us", 1e-6, &PipeCeilings::launch_floor_eager_s},
+    {"launch_floor_graph_us", 1e-6, &PipeCeilings::launch_floor_graph_s},
+};
+
+// Reads the fields present in `j` (a "pipes" object) over `p`, labelling each with `label` unless
+// the object's own "sources" names it.
+void read_pipes(PipeCeilings& p, const nlohmann::json& j, const std::string& where, const std::string& label) {
+  if (!j.is_object()) throw Error(where + ": 'pipes' must be an object");
+  const auto* src = jf::find(j, "sources");
+  for (const auto& f : kPipeFields) {
+    auto v = jf::opt_number(j, f.key, where + ": pipes");
+    if (!v) continue;
+    if (!(*v > 0)) throw Error(where + ": pipes." + f.key + " must be positive");
+    p.*f.member = *v * f.scale;
+    const std::string s = src ? jf::string(*src, f.key, where + ": pipes.sources") : "";
+    p.sources[f.key] = s.empty() ? label : s;
+  }
+}
+
+// Fills what a hardware file leaves out, from its datasheet figures and the architecture-wide
+// per-SM rates of compute capability 8.x/9.0, each labelled as derived.
+void derive_pipes(Hardware& h) {
+  PipeCeilings& p = h.pipes;
+  auto fill = [&](double PipeCeilings::*m, const char* key, double v, const std::string& why) {
+    if (p.*m > 0) return;
+    p.*m = v;
+    p.sources[key] = "derived: " + why;
+  };
+  const double boost = h.boost_clock_mhz * 1e6, sms = double(h.sm_count);
+  fill(&PipeCeilings::sm_clock_hz, "sm_clock_mhz", boost, "the boost clock of the datasheet");
+  fill(&PipeCeilings::tensor_clock_hz, "tensor_clock_mhz", boost, "the boost clock of the datasheet");
+  auto t = h.tensor_dense.find("bf16");
+  if (t == h.tensor_dense.end()) t = h.tensor_dense.find("fp16");
+  if (t != h.tensor_dense.end())
+    fill(&PipeCeilings::tensor_flops_per_clk, "tensor_flops_per_clk", t->second / (sms * p.tensor_clock_hz),
+         "dense 16-bit tensor TFLOP/s / (SMs x tensor clock)");
+  fill(&PipeCeilings::fp32_lanes, "fp32_lanes", h.vector_peak() / (2 * sms * boost), "FP32 TFLOP/s / (2 x SMs x boost clock)");
+  const std::string guide = "CUDA C++ Programming Guide, arithmetic instruction throughput, compute capability 8.x/9.0";
+  fill(&PipeCeilings::alu_lanes, "alu_lanes", 64, guide + " (32-bit integer add, logic, compare, min/max: 64)");
+  fill(&PipeCeilings::mufu_lanes, "mufu_lanes", 16, guide + " (exp2, rcp, rsqrt: 16)");
+  fill(&PipeCeilings::cvt_lanes, "cvt_lanes", 16, guide + " (type conversions: 16)");
+  fill(&PipeCeilings::issue_per_clk, "issue_per_clk", 4, "4 warp schedulers per SM, one instruction each per clock");
+  fill(&PipeCeilings::dependent_issue_cycles, "dependent_issue_cycles", 4,
+       "dependent FFMA/IADD3 latency of 4 cycles (Jia et al., Dissecting the NVIDIA Volta GPU Architecture via "
+       "Microbenchmarking, 2018; unchanged on Ampere and Hopper)");
+  fill(&PipeCeilings::smem_latency_cycles, "smem_latency_cycles", 30, "estimate: shared-memory load-to-use, ~30 cycles");
+  fill(&PipeCeilings::mufu_latency_cycles, "mufu_latency_cycles", 18, "estimate: MUFU.EX2 load-to-use, ~18 cycles");
+  fill(&PipeCeilings::dram_latency_s, "dram_latency_us", 0.9e-6,
+       "estimate: a dependent global round trip while the GPU streams (pointer chase under load), 0.9 us");
+  fill(&PipeCeilings::sm_bandwidth, "sm_bandwidth_gb_s", 64 * p.sm_clock_hz, "estimate: 64 bytes per SM per clock from L2");
+  fill(&PipeCeilings::read_bandwidth, "read_bandwidth_gb_s", h.memory_bandwidth, "the memory bandwidth");
+  fill(&PipeCeilings::launch_floor_eager_s, "launch_floor_eager_us", std::max(h.launch_overhead_s, 1e-6),
+       "the launch overhead figure");
+  fill(&PipeCeilings::launch_floor_graph_s, "launch_floor_graph_us", 0.5 * p.launch_floor_eager_s,
+       "estimate: half the eager floor inside a CUDA graph");
+}
+
 }  // namespace
 
 double Hardware::matmul_peak(DType t) const {
@@ -110,10 +188,12 @@ Hardware hardware_from_json(const nlohmann::json& j, const std::string& origin) 
   if (launch_us < 0) throw Error(w + ": launch_overhead_us must not be negative");
   h.launch_overhead_s = launch_us * 1e-6;
   if (const auto* s = jf::find(j, "sources")) h.sources = *s;
+  if (const auto* pp = jf::find(j, "pipes")) read_pipes(h.pipes, *pp, w, "datasheet");
   if (const auto* n = jf::find(j, "device_names")) {
     if (!n->is_array()) throw Error(w + ": device_names must be a list of strings");
     for (const auto& x : *n) h.device_names.push_back(x.get<std::string>());
   }
+  derive_pipes(h);
   return h;
 }
 
@@ -134,6 +214,11 @@ void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& ori
   for (const auto& [k, v] : rate_table(*c, "tensor_tflops_dense", w, false)) h.tensor_dense[k] = v;
   for (const auto& [k, v] : rate_table(*c, "vector_tflops", w, false)) h.vector[k] = v;
   if (auto l = jf::opt_number(*c, "launch_overhead_us", w)) h.launch_overhead_s = *l * 1e-6;
+  if (auto r = jf::opt_number(*c, "memory_read_bandwidth_gb_s", w)) {
+    h.pipes.read_bandwidth = *r * kGiga;
+    h.pipes.sources["read_bandwidth_gb_s"] = "measured: " + fs::path(origin).filename().string();
+  }
+  if (const auto* pp = jf::find(*c, "pipes")) read_pipes(h.pipes, *pp, origin, "measured: " + fs::path(origin).filename().string());
   h.ceilings_source = "measured " + fs::path(origin).filename().string() + " (" + jf::string(j, "date", origin, "?") + ")";
 }
 

@@ -1,6 +1,9 @@
 #include "inferlab/sim/roofline.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
 
 namespace inferlab {
 
@@ -9,11 +12,118 @@ std::string bound_name(Bound b) {
     case Bound::compute: return "compute";
     case Bound::memory: return "memory";
     case Bound::launch: return "launch";
+    case Bound::latency: return "latency";
   }
   return "?";
 }
 
+namespace {
+
+struct Term {
+  const char* name;
+  double s;
+};
+
+// One launch of the refined model (see roofline.h); adds its terms to p.
+void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, std::vector<Term>& terms) {
+  const PipeCeilings& c = hw.pipes;
+  const double sms = double(hw.sm_count);
+  const double active = std::max(1.0, std::min(sms, double(k.ctas)));
+  const double waves = std::ceil(double(k.ctas) / (sms * std::max(1, k.ctas_per_sm)));
+  // Tensor-heavy launches run at the power-limited tensor clock.
+  const double fp8 = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2 ? 2.0 : 1.0;
+  const double tensor_at = [&](double clock) {
+    if (k.tensor == TensorPath::library) return k.work.tensor_flops / (hw.matmul_peak(k.work.tensor_dtype) * active / sms);
+    if (k.tensor == TensorPath::sm) return k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock);
+    return 0.0;
+  }(c.tensor_clock_hz);
+  const double lanes_at_sm = active * c.sm_clock_hz;
+  const double other_sm = k.work.mufu / (c.mufu_lanes * lanes_at_sm) + k.work.fp32 / (c.fp32_lanes * lanes_at_sm) +
+                          k.work.alu / (c.alu_lanes * lanes_at_sm) + k.work.cvt / (c.cvt_lanes * lanes_at_sm);
+  // Tensor-heavy: the tensor cores are the launch's busiest pipe.
+  const double busiest_other =
+      std::max({k.work.mufu / c.mufu_lanes, k.work.fp32 / c.fp32_lanes, k.work.alu / c.alu_lanes, k.work.cvt / c.cvt_lanes}) /
+      lanes_at_sm;
+  const bool tensor_heavy = k.tensor == TensorPath::sm && tensor_at > busiest_other;
+  (void)other_sm;
+  const double clock = tensor_heavy ? c.tensor_clock_hz : c.sm_clock_hz;
+  const double per = active * clock;
+  const double tensor = k.tensor == TensorPath::sm ? k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock)
+                                                   : tensor_at;
+  const double mufu = k.work.mufu / (c.mufu_lanes * per), fp32 = k.work.fp32 / (c.fp32_lanes * per);
+  const double alu = k.work.alu / (c.alu_lanes * per), cvt = k.work.cvt / (c.cvt_lanes * per);
+  const double issue = k.work.warp_instructions() / (c.issue_per_clk * per);
+  const double pipes = k.composition == Composition::serialized
+                           ? std::max(tensor + mufu + fp32 + alu + cvt, issue)
+                           : std::max({tensor, mufu, fp32, alu, cvt, issue});
+  const double hbm = k.write_share < 0.1 && c.read_bandwidth > 0 ? std::max(c.read_bandwidth, hw.memory_bandwidth)
+                                                                  : hw.memory_bandwidth;
+  const double reach = std::min(hbm, active * c.sm_bandwidth);
+  const double memory = k.bytes > 0 ? k.bytes / reach + k.startup_round_trips * c.dram_latency_s : 0.0;
+  const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s);
+  const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
+  const double floor = k.launch == LaunchMode::graph ? c.launch_floor_graph_s : c.launch_floor_eager_s;
+  const double body = (k.memory_overlapped ? std::max({pipes, memory, latency}) : std::max(pipes + memory, latency)) + exposed;
+
+  p.tensor_s += tensor;
+  p.mufu_s += mufu;
+  p.fp32_s += fp32;
+  p.alu_s += alu;
+  p.cvt_s += cvt;
+  p.issue_s += issue;
+  p.pipes_s += pipes;
+  p.memory_s += memory;
+  p.latency_s += latency;
+  p.floor_s += floor;
+  p.compute_s += pipes;
+  p.time_s += body + floor;
+  p.reachable_bandwidth = p.reachable_bandwidth > 0 ? std::min(p.reachable_bandwidth, reach) : reach;
+  p.waves = std::max(p.waves, waves);
+  // The launch's dominant term, weighted by its share of the op's time.
+  if (body - exposed == memory || (!k.memory_overlapped && memory > pipes && body - exposed != latency))
+    terms.push_back({reach < hbm ? "parallelism" : "memory", body});
+  else if (body - exposed == latency)
+    terms.push_back({"latency", body});
+  else {
+    const Term pipe_terms[] = {{"tensor", tensor}, {"mufu", mufu}, {"fp32", fp32}, {"alu", alu}, {"cvt", cvt}, {"issue", issue}};
+    const Term* best = &pipe_terms[0];
+    for (const auto& t : pipe_terms)
+      if (t.s > best->s) best = &t;
+    terms.push_back({best->name, body});
+  }
+  terms.push_back({"launch", floor});
+}
+
+Prediction predict_refined(const Op& op, const Hardware& hw) {
+  Prediction p;
+  p.refined = true;
+  p.peak_flops = op.tensor_core ? hw.matmul_peak(op.compute_dtype) : hw.vector_peak();
+  p.bandwidth = hw.memory_bandwidth;
+  std::vector<Term> terms;
+  for (const auto& k : op.kernels) predict_launch(k, hw, p, terms);
+  p.launch_s = p.floor_s;
+  p.total_s = p.time_s * double(op.count);
+  // The dominant term: the kind of time that adds up to the most over the launches.
+  std::vector<Term> sums;
+  for (const auto& t : terms) {
+    auto it = std::find_if(sums.begin(), sums.end(), [&](const Term& s) { return std::string(s.name) == t.name; });
+    if (it == sums.end()) sums.push_back(t);
+    else it->s += t.s;
+  }
+  const Term* best = &sums.front();
+  for (const auto& t : sums)
+    if (t.s > best->s) best = &t;
+  p.dominant = best->name;
+  const std::string d = p.dominant;
+  p.bound = d == "launch" ? Bound::launch : d == "latency" ? Bound::latency
+          : (d == "memory" || d == "parallelism") ? Bound::memory : Bound::compute;
+  return p;
+}
+
+}  // namespace
+
 Prediction predict(const Op& op, const Hardware& hw) {
+  if (!op.kernels.empty()) return predict_refined(op, hw);
   Prediction p;
   p.peak_flops = op.tensor_core ? hw.matmul_peak(op.compute_dtype) : hw.vector_peak();
   p.bandwidth = hw.memory_bandwidth;
@@ -26,6 +136,7 @@ Prediction predict(const Op& op, const Hardware& hw) {
     p.bound = Bound::launch;
   else
     p.bound = p.compute_s > p.memory_s ? Bound::compute : Bound::memory;
+  p.dominant = bound_name(p.bound);
   return p;
 }
 
@@ -34,7 +145,7 @@ Bound StepPrediction::bound() const {
   double c = 0, m = 0, l = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const auto& p = predictions[i];
-    (p.bound == Bound::compute ? c : p.bound == Bound::memory ? m : l) += p.total_s;
+    (p.bound == Bound::compute || p.bound == Bound::latency ? c : p.bound == Bound::memory ? m : l) += p.total_s;
   }
   if (c >= m && c >= l) return Bound::compute;
   return m >= l ? Bound::memory : Bound::launch;

@@ -28,6 +28,7 @@
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/kernels.h"
 #include "weight_only.h"
 
 namespace inferlab {
@@ -315,11 +316,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
   if (threadIdx.x == 0) p.counters[row_tile] = 0;
 }
 
-int m_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
 
-int64_t smem_bytes(WeightFormat f, int mt, int64_t kb) {
-  return 8 * mt * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (kBlockRows + 8 * mt) * 4 : 0);
-}
+int64_t smem_bytes(WeightFormat f, int mt, int64_t kb) { return weight_only_smem_bytes(f, mt, kb); }
 
 template <WeightFormat F, int MT>
 void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
@@ -348,36 +347,17 @@ void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) 
 }  // namespace
 
 LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
-  // Tiles (measured reasons: kernels/gemm/NOTES.md):
-  //   m_tiles   tokens padded to 8, 16, 32 or 64 (n8 tiles of the tensor cores; padding is free
-  //             while the weight's bytes bound the time);
-  //   split_k   the most blocks ((n / 128) x split_k) that still run in ONE wave at the blocks per
-  //             SM the registers allow (min_blocks): a second, partial wave streams with a fraction
-  //             of the SMs (1.13 waves measured 20.8 us where 1 wave of the same bytes takes ~13);
-  //             each block's k range a multiple of 128 that divides k, small enough that the X tile
-  //             and int4's scales leave room for those blocks in the SM's 227 KB of shared memory.
+  // The plan is sim/kernels.h plan_weight_only (the model charges the same grid): m_tiles, and the
+  // split_k that keeps the grid in one wave (measured reasons: kernels/gemm/NOTES.md).
   //   INFERLAB_LINEAR_SPLITK=N forces split_k (tuning only; it must divide k / 128).
+  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count);
   LinearPlan plan;
-  plan.m_tiles = m_tiles(p.m);
-  const int blocks_per_sm = plan.m_tiles == 1 ? 4 : 2;  // min_blocks<MT>()
-  const int64_t units = p.k / 128;
-  const int64_t row_tiles = (p.n + kBlockRows - 1) / kBlockRows;
-  const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / blocks_per_sm - (1 << 10));
-  const int64_t max_kb = smem_budget / (smem_bytes(p.format, plan.m_tiles, 1024) / 1024 + 1);
-  const int64_t capacity = int64_t(sm_count) * blocks_per_sm;
-  int64_t split = 0;
-  for (int64_t d = units; d >= 1; --d)  // the largest that fits one wave
-    if (units % d == 0 && p.k / d <= max_kb && row_tiles * d <= capacity) {
-      split = d;
-      break;
-    }
-  if (split == 0)  // more row tiles than a wave holds: no split beyond what shared memory needs
-    for (int64_t d = 1; d <= units; ++d)
-      if (units % d == 0 && p.k / d <= max_kb) {
-        split = d;
-        break;
-      }
+  plan.m_tiles = wp.m_tiles;
+  int64_t split = wp.split_k;
   if (const char* e = std::getenv("INFERLAB_LINEAR_SPLITK")) {
+    const int64_t units = p.k / 128;
+    const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / wp.blocks_per_sm - (1 << 10));
+    const int64_t max_kb = smem_budget / (smem_bytes(p.format, plan.m_tiles, 1024) / 1024 + 1);
     const int64_t forced = std::atoll(e);
     if (forced <= 0 || units % forced != 0 || p.k / forced > max_kb)
       throw Error("INFERLAB_LINEAR_SPLITK=" + std::string(e) + " must divide k/128=" + std::to_string(units) +

@@ -16,6 +16,32 @@
 
 namespace inferlab {
 
+// Per-SM, per-clock ceilings of the SM's pipes and the latencies and floors the refined model
+// (sim/roofline.h, FIDELITY) needs. A hardware file may give them as "pipes": {...}; missing fields
+// are derived from the datasheet figures (tensor and FP32 rates over SMs x boost clock) and from
+// the CUDA C++ Programming Guide's throughput table for compute capability 8.x/9.0 (MUFU 16,
+// conversions 16, integer/logic 64 lanes per SM per clock; 4 warp schedulers), each labelled in
+// `sources`. A measured ceilings file (`inferlab ceilings`) overrides them.
+struct PipeCeilings {
+  double sm_clock_hz = 0;      // SM clock of a kernel that does not saturate the tensor cores
+  double tensor_clock_hz = 0;  // SM clock under sustained tensor-core load (power-limited)
+  double tensor_flops_per_clk = 0;  // dense 16-bit tensor FLOP per SM per clock (fp8: twice)
+  double fp32_lanes = 0;       // FP32 FMA/ADD/MUL results per SM per clock
+  double alu_lanes = 0;        // integer/logic/compare/select results per SM per clock
+  double mufu_lanes = 0;       // special-function (ex2, rcp, rsqrt) results per SM per clock
+  double cvt_lanes = 0;        // conversions (F2F, F2FP pack, I2F) per SM per clock
+  double issue_per_clk = 0;    // warp instructions issued per SM per clock (one per scheduler)
+  double dependent_issue_cycles = 0;  // a warp's issue interval when each instruction waits on the last
+  double smem_latency_cycles = 0;     // a dependent shared-memory load
+  double mufu_latency_cycles = 0;     // a dependent MUFU result
+  double dram_latency_s = 0;   // one dependent global-memory round trip (pointer chase)
+  double sm_bandwidth = 0;     // bytes/s one SM can pull from HBM
+  double read_bandwidth = 0;   // bytes/s the whole GPU reads (read-only streams); 0: memory_bandwidth
+  double launch_floor_eager_s = 0;  // an event-timed launch of a near-empty kernel
+  double launch_floor_graph_s = 0;  // the same kernel as a node of a CUDA graph
+  std::map<std::string, std::string> sources;  // field -> "datasheet: ...", "derived: ...", "measured: ..."
+};
+
 struct Hardware {
   std::string id;            // file stem: "h100-sxm-80gb"
   std::string name;          // "NVIDIA H100 SXM5 80GB"
@@ -36,6 +62,7 @@ struct Hardware {
   double nvlink_latency_s = 0;  // per step of a ring collective (alpha); 0 when absent
   double pcie_latency_s = 0;
   double launch_overhead_s = 0; // per kernel launch, added to every op's roofline time
+  PipeCeilings pipes;           // per-pipe ceilings, latencies and floors of the refined model
   std::vector<std::string> device_names;  // CUDA device names of this GPU
   std::string ceilings_source = "datasheet";  // or "measured <file> (<date>)"
   std::string origin;           // the file it was loaded from

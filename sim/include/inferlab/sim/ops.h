@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "inferlab/sim/dtype.h"
+#include "inferlab/sim/kernels.h"
 #include "inferlab/sim/model.h"
 
 namespace inferlab {
@@ -71,6 +72,9 @@ struct Op {
   bool tensor_core = false;  // flops run as matrix products in compute_dtype (else FP32 vector units)
   DType compute_dtype = DType::fp32;
   std::vector<Traffic> traffic;  // per instance
+  // The kernel launches of one instance as the lab's kernel variant runs it (sim/kernels.h): when
+  // present, predict() uses the refined model (per-pipe ceilings, grid, composition, floors).
+  std::vector<KernelLaunch> kernels;
 
   double bytes() const;
   double bytes(TensorRole role) const;

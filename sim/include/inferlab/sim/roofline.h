@@ -4,6 +4,21 @@
 //   memory  = bytes / HBM bandwidth
 //   time    = max(compute, memory) + launches * launch overhead
 // bound = whichever of the three terms is largest. Attainable FLOP/s = min(peak, AI * bandwidth).
+//
+// An op that carries its kernel launches (Op::kernels, sim/kernels.h) is predicted by the refined
+// model of ../shared/FIDELITY.md instead, launch by launch, summed:
+//   pipes     per SM: tensor FLOPs / (tensor FLOP per clock x clock), exponentials / MUFU lanes,
+//             FP32 / FP32 lanes, integer / ALU lanes, conversions / conversion lanes, warp
+//             instructions / issue slots; over the SMs the grid occupies, at the clock of the load
+//             (the tensor clock when the tensor cores dominate); library kernels (cuBLAS) run their
+//             FLOPs at the measured matmul ceiling instead
+//   compose   serialized: the sum of the pipes; overlapped: their maximum (issue included)
+//   memory    bytes / the bandwidth the grid reaches: min(HBM, SMs occupied x one SM's bandwidth),
+//             the read bandwidth for read-only streams; after the round trips before the first byte
+//   latency   waves x one CTA's critical path (dependent cycles + dependent round trips), waves =
+//             ceil(CTAs / (SMs x CTAs per SM)); persistent kernels: round trips exposed per SM
+//   floor     the launch floor of the mode (eager, or a node of a CUDA graph)
+//   time      max(compose, memory, latency) + floor; `dominant` names the largest term.
 #include <string>
 #include <vector>
 
@@ -12,7 +27,7 @@
 
 namespace inferlab {
 
-enum class Bound { compute, memory, launch };
+enum class Bound { compute, memory, launch, latency };
 std::string bound_name(Bound b);
 
 struct Prediction {
@@ -24,6 +39,15 @@ struct Prediction {
   double time_s = 0;       // per instance
   double total_s = 0;      // time_s * count
   Bound bound = Bound::memory;
+  // Refined model (ops with kernel launches): each term summed over the op's launches.
+  bool refined = false;
+  double tensor_s = 0, mufu_s = 0, fp32_s = 0, alu_s = 0, cvt_s = 0, issue_s = 0;
+  double pipes_s = 0;       // the pipes composed
+  double latency_s = 0;     // waves x critical path
+  double floor_s = 0;       // launch floors
+  double reachable_bandwidth = 0;  // bytes/s the grid reaches (the smallest over launches)
+  double waves = 0;         // the largest over launches
+  std::string dominant;     // tensor, mufu, fp32, alu, cvt, issue, memory, parallelism, latency, launch
   double ridge() const { return peak_flops / bandwidth; }  // FLOP/byte where the op would turn compute-bound
 };
 

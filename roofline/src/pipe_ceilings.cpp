@@ -1,0 +1,49 @@
+#include "inferlab/roofline/pipe_ceilings.h"
+
+#include <algorithm>
+
+namespace inferlab {
+
+double PipeRun::per_sm_per_clock() const {
+  if (!(seconds > 0) || sms <= 0 || !(clock_hz > 0)) return 0;
+  return ops / (seconds * double(sms) * clock_hz);
+}
+
+double single_sm_bandwidth(const std::vector<std::pair<int, double>>& sweep) {
+  double best = 0;
+  for (const auto& [n, bw] : sweep)
+    if (n > 0 && n <= 8) best = std::max(best, bw / double(n));
+  return best;
+}
+
+nlohmann::json pipes_json(const PipeMeasurements& m) {
+  nlohmann::json p = nlohmann::json::object(), src = nlohmann::json::object();
+  auto put = [&](const char* key, double v, const std::string& how) {
+    if (!(v > 0)) return;  // not measured: the datasheet/derived value stays
+    p[key] = v;
+    src[key] = "measured: " + how;
+  };
+  put("sm_clock_mhz", m.fma_clock_hz / 1e6, "clock64 ticks / globaltimer ns of the FP32 FMA kernel's first block");
+  put("tensor_clock_mhz", m.tensor_clock_hz / 1e6, "clock64 ticks / globaltimer ns during the mma.sync loop");
+  put("fp32_lanes", m.fp32.per_sm_per_clock(), "independent FFMA chains on every SM, results per SM per clock");
+  put("alu_lanes", m.alu.per_sm_per_clock(), "independent LOP3/IADD3 chains on every SM");
+  put("mufu_lanes", m.mufu.per_sm_per_clock(), "independent ex2.approx chains on every SM");
+  put("cvt_lanes", m.cvt.per_sm_per_clock(), "independent cvt.rn.bf16x2.f32 (F2FP) chains on every SM");
+  put("tensor_flops_per_clk", m.tensor_mma.per_sm_per_clock(),
+      "mma.sync m16n8k16 bf16, independent accumulators on every SM (the wgmma path is cuBLAS's ceiling)");
+  put("issue_per_clk", m.issue_per_clk, "independent FADD/LOP3 mix of 32 warps per SM: warp instructions per SM per clock");
+  put("dependent_issue_cycles", m.dependent_issue_cycles, "one warp, a chain of dependent FFMAs: clock64 ticks per FFMA");
+  put("dram_latency_us", m.dram_latency_loaded_s * 1e6,
+      "pointer chase (random 4 KiB-strided hops over 1 GiB) on one SM while the others stream HBM");
+  put("sm_bandwidth_gb_s", single_sm_bandwidth(m.sm_bandwidth) / 1e9, "read kernel on 1..8 SMs (1024 threads each), the best per SM");
+  put("launch_floor_eager_us", m.launch_floor_eager_s * 1e6, "one empty kernel of one block between CUDA events, median");
+  put("launch_floor_graph_us", m.launch_floor_graph_s * 1e6, "a CUDA graph of 100 empty kernels between events, per node");
+  p["sources"] = src;
+  nlohmann::json sweep = nlohmann::json::array();
+  for (const auto& [n, bw] : m.sm_bandwidth) sweep.push_back({{"sms", n}, {"gb_s", bw / 1e9}});
+  p["sm_bandwidth_sweep"] = sweep;
+  if (m.dram_latency_idle_s > 0) p["dram_latency_idle_us"] = m.dram_latency_idle_s * 1e6;
+  return p;
+}
+
+}  // namespace inferlab

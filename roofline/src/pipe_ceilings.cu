@@ -1,0 +1,281 @@
+// Per-pipe microbenchmarks (pipe_ceilings.h). In order:
+//   pipe_kernel<Op>   kChains independent chains per thread of one instruction (FFMA, LOP3, MUFU.EX2,
+//                     F2FP pack, FFMA+LOP3 mix) on every SM at full occupancy; block 0 stamps clock64
+//                     and globaltimer at its start and end (the SM clock under that load)
+//   mma_kernel        mma.sync m16n8k16 bf16 into 4 independent accumulators per warp
+//   dependent_kernel  one warp, one chain of dependent FFMAs: cycles per instruction
+//   chase_kernel      pointer chase over random 4 KiB pages of 1 GiB (one thread), alone or while
+//                     every other block streams a 1 GiB buffer
+//   sweep_read_kernel N blocks of 1024 threads reading their own slices: the bandwidth N SMs reach
+//   empty_kernel      the launch floor, one event-timed launch, and as nodes of a CUDA graph
+#include "inferlab/roofline/pipe_ceilings.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <cuda_bf16.h>
+
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/device_buffer.h"
+#include "inferlab/roofline/timing.h"
+
+namespace inferlab {
+namespace {
+
+constexpr int kThreads = 256, kChains = 8;
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// stamps[0..3]: clock64 and globaltimer at the start and end of block 0, thread 0.
+__device__ __forceinline__ void stamp(unsigned long long* stamps, int k) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    stamps[2 * k] = clock64();
+    stamps[2 * k + 1] = global_ns();
+  }
+}
+
+enum class PipeOp { fp32, alu, mufu, cvt, mix };
+
+template <PipeOp OP>
+__global__ void __launch_bounds__(kThreads) pipe_kernel(int iters, float b, unsigned long long* stamps, float* sink) {
+  stamp(stamps, 0);
+  float a[kChains];
+  uint32_t x[kChains];
+#pragma unroll
+  for (int j = 0; j < kChains; ++j) {
+    a[j] = -1.0f - 1e-3f * float(threadIdx.x + j);
+    x[j] = threadIdx.x * 2654435761u + j;
+  }
+  const uint32_t y = __float_as_uint(b), z = y * 3u + 1u;
+#pragma unroll 4
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int j = 0; j < kChains; ++j) {
+      if constexpr (OP == PipeOp::fp32 || OP == PipeOp::mix) a[j] = fmaf(a[j], b, 0.5f);
+      if constexpr (OP == PipeOp::alu || OP == PipeOp::mix) asm("lop3.b32 %0, %0, %1, %2, 0x96;" : "+r"(x[j]) : "r"(y), "r"(z));
+      if constexpr (OP == PipeOp::mufu) asm("ex2.approx.ftz.f32 %0, %0;" : "+f"(a[j]));
+      if constexpr (OP == PipeOp::cvt) {
+        uint32_t u;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(a[j]), "f"(b));
+        a[j] = __uint_as_float(u);
+      }
+    }
+  }
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < kChains; ++j) s += a[j] + float(x[j] & 1u);
+  if (s == 1234.5f) *sink = s;
+  __syncthreads();
+  stamp(stamps, 1);
+}
+
+__global__ void __launch_bounds__(kThreads) mma_kernel(int iters, unsigned long long* stamps, float* sink) {
+  stamp(stamps, 0);
+  const uint32_t a0 = 0x3f803f80u ^ threadIdx.x, b0 = 0x3f803f80u + threadIdx.x;  // bf16x2 near 1
+  float c[4][4] = {};
+#pragma unroll 2
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
+          : "r"(a0), "r"(a0 + 1), "r"(a0 + 2), "r"(a0 + 3), "r"(b0), "r"(b0 + 1));
+  }
+  float s = 0;
+  for (int j = 0; j < 4; ++j) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+  if (s == 1234.5f) *sink = s;
+  __syncthreads();
+  stamp(stamps, 1);
+}
+
+// One warp: a chain of `iters` dependent FFMAs; stamps clock64 around it.
+__global__ void dependent_kernel(int iters, float b, unsigned long long* out, float* sink) {
+  float a = float(threadIdx.x) * 1e-3f;
+  const long long t0 = clock64();
+#pragma unroll 16
+  for (int i = 0; i < iters; ++i) a = fmaf(a, b, 0.5f);
+  const long long t1 = clock64();
+  if (threadIdx.x == 0) out[0] = static_cast<unsigned long long>(t1 - t0);
+  if (a == 1234.5f) *sink = a;
+}
+
+// Block 0 thread 0 chases `hops` pointers and writes ns per hop; with `stream`, every other block
+// reads `stream_n` uint4 until the chase is done (at most 64 passes).
+__global__ void chase_kernel(const uint64_t* next, int hops, const uint4* stream, std::size_t stream_n, int* done,
+                             double* ns_per_hop, uint4* sink) {
+  if (blockIdx.x == 0) {
+    if (threadIdx.x != 0) return;
+    uint64_t p = 0;
+    for (int i = 0; i < 8; ++i) p = __ldcg(next + p);  // warm the TLB path of the first pages
+    const uint64_t t0 = global_ns();
+    for (int i = 0; i < hops; ++i) p = __ldcg(next + p);
+    const uint64_t t1 = global_ns();
+    *ns_per_hop = double(t1 - t0) / hops + double(p == ~0ull);
+    atomicExch(done, 1);
+    return;
+  }
+  if (!stream) return;
+  uint32_t acc = 0;
+  const std::size_t stride = std::size_t(gridDim.x - 1) * blockDim.x;
+  for (int pass = 0; pass < 64 && !*(volatile int*)done; ++pass)
+    for (std::size_t i = (blockIdx.x - 1) * std::size_t(blockDim.x) + threadIdx.x; i < stream_n; i += stride) {
+      const uint4 v = __ldcg(stream + i);
+      acc ^= v.x ^ v.w;
+    }
+  if (acc == 0x12345678u) *sink = make_uint4(acc, 0, 0, 0);
+}
+
+// Block b reads its own slice of `per_block` uint4.
+__global__ void __launch_bounds__(1024) sweep_read_kernel(const uint4* src, std::size_t per_block, uint4* sink) {
+  const uint4* s = src + blockIdx.x * per_block;
+  uint32_t acc = 0;
+  for (std::size_t i = threadIdx.x; i < per_block; i += 4 * blockDim.x) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = i + u * blockDim.x < per_block ? __ldcg(s + i + u * blockDim.x) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].w;
+  }
+  if (acc == 0x12345678u) *sink = make_uint4(acc, 0, 0, 0);
+}
+
+__global__ void empty_kernel() {}
+
+int sm_count() {
+  int dev = 0, n = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
+}
+
+double clock_of(const std::vector<unsigned long long>& s) {
+  const double ns = double(s[3] - s[1]);
+  return ns > 0 ? double(s[2] - s[0]) / (ns * 1e-9) : 0.0;
+}
+
+}  // namespace
+
+PipeMeasurements measure_pipes(bool quick) {
+  PipeMeasurements m;
+  const int sms = sm_count();
+  TimingOptions t;
+  t.flush_l2 = false;
+  t.repeats = quick ? 3 : 10;
+  t.warmup = quick ? 1 : 3;
+  t.warmup_seconds = quick ? 0 : 0.25;
+  const int iters = quick ? 256 : 8192;
+  DeviceBuffer<unsigned long long> stamps_buf(4);
+  DeviceBuffer<float> sink(16);
+  unsigned long long* stamps = stamps_buf.get();
+  float* fsink = sink.get();
+  const int blocks = sms * (2048 / kThreads);
+  const double threads = double(blocks) * kThreads;
+  auto stamped = [&]() {
+    std::vector<unsigned long long> s(4);
+    INFERLAB_CUDA_CHECK(cudaMemcpy(s.data(), stamps, 4 * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    return s;
+  };
+  auto pipe = [&](auto kernel, double ops_per_step) {
+    const Timing tm = time_cuda([&] {
+      kernel<<<blocks, kThreads, 0, t.stream>>>(iters, 0.999f, stamps, fsink);
+      INFERLAB_CHECK_LAUNCH();
+    }, t);
+    return PipeRun{threads * kChains * double(iters) * ops_per_step, tm.median_s, clock_of(stamped()), sms};
+  };
+  m.fp32 = pipe(pipe_kernel<PipeOp::fp32>, 1);
+  m.fma_clock_hz = m.fp32.clock_hz;
+  m.alu = pipe(pipe_kernel<PipeOp::alu>, 1);
+  m.mufu = pipe(pipe_kernel<PipeOp::mufu>, 1);
+  m.cvt = pipe(pipe_kernel<PipeOp::cvt>, 1);
+  const PipeRun mix = pipe(pipe_kernel<PipeOp::mix>, 2);  // FFMA and LOP3: two pipes, one issue port
+  m.issue_per_clk = mix.per_sm_per_clock() / 32.0;
+  {
+    const Timing tm = time_cuda([&] {
+      mma_kernel<<<blocks, kThreads, 0, t.stream>>>(iters, stamps, fsink);
+      INFERLAB_CHECK_LAUNCH();
+    }, t);
+    const double warps = threads / 32;
+    m.tensor_mma = PipeRun{warps * 4.0 * double(iters) * 4096.0, tm.median_s, clock_of(stamped()), sms};
+    m.tensor_clock_hz = m.tensor_mma.clock_hz;
+  }
+  {
+    dependent_kernel<<<1, 32>>>(iters, 0.999f, stamps, fsink);
+    INFERLAB_CHECK_LAUNCH();
+    INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    m.dependent_issue_cycles = double(stamped()[0]) / iters;
+  }
+  {  // pointer chase over random 4 KiB pages of 1 GiB (64 MiB quick)
+    const std::size_t bytes = quick ? (64u << 20) : (std::size_t(1) << 30), page = 4096 / 8;
+    const std::size_t pages = bytes / 4096;
+    std::vector<uint32_t> order(pages);
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin() + 1, order.end(), std::mt19937(7));
+    std::vector<uint64_t> host(bytes / 8, 0);
+    for (std::size_t i = 0; i < pages; ++i) host[order[i] * page] = uint64_t(order[(i + 1) % pages]) * page;
+    DeviceBuffer<uint64_t> next(bytes / 8);
+    DeviceBuffer<uint4> stream(bytes / 16), vsink(4);
+    DeviceBuffer<int> done(1);
+    DeviceBuffer<double> ns(1);
+    INFERLAB_CUDA_CHECK(cudaMemcpy(next.get(), host.data(), bytes, cudaMemcpyHostToDevice));
+    INFERLAB_CUDA_CHECK(cudaMemset(stream.get(), 1, bytes));
+    const int hops = quick ? 200 : 4000;
+    auto chase = [&](bool loaded) {
+      INFERLAB_CUDA_CHECK(cudaMemset(done.get(), 0, sizeof(int)));
+      chase_kernel<<<loaded ? unsigned(sms * 2) : 1u, loaded ? 1024 : 32>>>(
+          next.get(), hops, loaded ? stream.get() : nullptr, bytes / 16, done.get(), ns.get(), vsink.get());
+      INFERLAB_CHECK_LAUNCH();
+      INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+      double v = 0;
+      INFERLAB_CUDA_CHECK(cudaMemcpy(&v, ns.get(), sizeof v, cudaMemcpyDeviceToHost));
+      return v * 1e-9;
+    };
+    m.dram_latency_idle_s = chase(false);
+    m.dram_latency_loaded_s = chase(true);
+  }
+  {  // the bandwidth N SMs reach
+    const std::size_t per_block = (quick ? (4u << 20) : (32u << 20)) / 16;  // uint4 per block
+    DeviceBuffer<uint4> src(per_block * std::size_t(sms)), vsink(4);
+    INFERLAB_CUDA_CHECK(cudaMemset(src.get(), 1, per_block * 16 * std::size_t(sms)));
+    for (int n : {1, 2, 4, 8, 16, 32, 64, 96, sms}) {
+      if (n > sms) continue;
+      const Timing tm = time_cuda([&] {
+        sweep_read_kernel<<<n, 1024, 0, t.stream>>>(src.get(), per_block, vsink.get());
+        INFERLAB_CHECK_LAUNCH();
+      }, t);
+      m.sm_bandwidth.emplace_back(n, double(n) * double(per_block) * 16 / tm.median_s);
+    }
+  }
+  {  // launch floors
+    TimingOptions one = t;
+    one.repeats = quick ? 5 : 50;
+    m.launch_floor_eager_s = time_cuda([&] {
+      empty_kernel<<<1, 32, 0, one.stream>>>();
+      INFERLAB_CHECK_LAUNCH();
+    }, one).median_s;
+    constexpr int kNodes = 100;
+    cudaStream_t s;
+    INFERLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    INFERLAB_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kNodes; ++i) empty_kernel<<<1, 32, 0, s>>>();
+    INFERLAB_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    INFERLAB_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    const Timing tg = time_cuda([&] { INFERLAB_CUDA_CHECK(cudaGraphLaunch(exec, one.stream)); }, one);
+    m.launch_floor_graph_s = tg.median_s / kNodes;
+    INFERLAB_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    INFERLAB_CUDA_CHECK(cudaGraphDestroy(g));
+    INFERLAB_CUDA_CHECK(cudaStreamDestroy(s));
+  }
+  return m;
+}
+
+}  // namespace inferlab

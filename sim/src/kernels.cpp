@@ -1,0 +1,370 @@
+#include "inferlab/sim/kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/hardware.h"
+#include "inferlab/sim/linear.h"
+#include "inferlab/sim/ops.h"
+
+namespace inferlab {
+namespace {
+
+// Instructions per thread of one iteration of a kernel's hot loop, by pipe, read off its SASS:
+//   scripts/sass-counts.py build/<object> [function regex] --json
+// on the objects built for sm_90 (sm_90a for the flash kernel) with nvcc 13.0 (cuobjdump 13.x).
+struct LoopCounts {
+  double tensor, mufu, fp32, alu, cvt, memory, uniform, control;
+  double other() const { return memory + uniform + control; }
+  double total() const { return tensor + mufu + fp32 + alu + cvt + memory + uniform + control; }
+};
+
+// attention/flash_fwd_sm90 (kernels/CMakeFiles/inferlab_kernels_sm90a.dir/attention/src/flash_fwd_sm90.cu.o,
+// bf16; fp16 identical): one K/V tile of 128 keys for one consumer warpgroup (64 query rows).
+// The loop's masking block (partial and diagonal tiles) is left out.
+constexpr LoopCounts kFlashD128{16, 66, 228, 129, 32, 8, 105, 28};
+constexpr LoopCounts kFlashD128Causal{16, 66, 228, 135, 32, 10, 105, 28};
+constexpr LoopCounts kFlashD64{12, 66, 196, 110, 32, 8, 81, 20};
+constexpr LoopCounts kFlashD64Causal{12, 66, 196, 96, 32, 8, 82, 20};
+// attention/decode (inferlab_kernels.dir/attention/src/decode.cu.o, head dim 128, 8 or 4 warps
+// alike): one 16-token K/V tile for one warp; MT = m16 tiles of query heads (1: up to 16, 2: 32).
+constexpr LoopCounts kDecodeMt1{32, 10, 88, 353, 4, 43, 6, 17};
+constexpr LoopCounts kDecodeMt1Paged{32, 10, 88, 382, 4, 78, 6, 33};
+constexpr LoopCounts kDecodeMt2{64, 20, 176, 395, 8, 47, 6, 17};
+constexpr LoopCounts kDecodeMt2Paged{64, 20, 176, 444, 8, 87, 6, 33};
+// gemm/weight_only (inferlab_kernels.dir/gemm/src/weight_only.cu.o): the loop body holds kDepth
+// chunks (m_tiles 1: 6, 2 and 4: 8, 8: 4); a chunk is 16 weight rows x 64 (int4) or 32 columns.
+struct WoLoop {
+  int depth;
+  LoopCounts c;
+};
+constexpr WoLoop kWoInt4[] = {{6, {24, 0, 42, 242, 0, 29, 0, 12}}, {8, {64, 0, 104, 411, 0, 64, 0, 19}},
+                              {8, {128, 0, 200, 479, 0, 105, 0, 17}}, {4, {128, 0, 196, 393, 0, 94, 0, 28}}};
+constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}}, {8, {32, 0, 128, 341, 0, 32, 0, 12}},
+                              {8, {64, 0, 128, 375, 0, 48, 0, 19}}, {4, {64, 0, 64, 231, 0, 41, 0, 12}}};
+constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}}, {8, {16, 0, 0, 173, 0, 40, 0, 25}},
+                                {8, {32, 0, 0, 153, 0, 49, 0, 28}}, {4, {32, 0, 0, 147, 0, 45, 0, 16}}};
+// attention/naive softmax_rows (inferlab_kernels.dir/attention/src/attention.cu.o): the first pass
+// (online max and sum) per 4 elements of a row per thread. The second pass (exp, scale, store) is
+// counted from its source: load, subtract, ex2, multiply, convert, store, index and compare.
+constexpr LoopCounts kSoftmaxPass1x4{0, 7, 35, 26, 0, 4, 0, 17};
+constexpr LoopCounts kSoftmaxPass2x1{0, 1, 2, 3, 1, 2, 0, 1};
+
+PipeWork work_of(const LoopCounts& c, double threads_iterations) {
+  PipeWork w;
+  w.mufu = c.mufu * threads_iterations;
+  w.fp32 = c.fp32 * threads_iterations;
+  w.alu = c.alu * threads_iterations;
+  w.cvt = c.cvt * threads_iterations;
+  w.other = c.other() * threads_iterations;
+  return w;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+double write_share(const Op& op) {
+  double w = 0;
+  for (const auto& t : op.traffic)
+    if (t.write) w += t.bytes;
+  return op.bytes() > 0 ? w / op.bytes() : 0.0;
+}
+
+}  // namespace
+
+std::string composition_name(Composition c) { return c == Composition::serialized ? "serialized" : "overlapped"; }
+std::string launch_mode_name(LaunchMode m) { return m == LaunchMode::graph ? "graph" : "eager"; }
+LaunchMode parse_launch_mode(const std::string& s) {
+  if (s == "eager") return LaunchMode::eager;
+  if (s == "graph") return LaunchMode::graph;
+  throw Error("unknown launch mode '" + s + "' (known: eager, graph)");
+}
+
+PipeWork PipeWork::scaled(double f) const {
+  PipeWork w = *this;
+  w.tensor_flops *= f;
+  w.mufu *= f;
+  w.fp32 *= f;
+  w.alu *= f;
+  w.cvt *= f;
+  w.other *= f;
+  return w;
+}
+
+PipeWork& PipeWork::operator+=(const PipeWork& o) {
+  tensor_flops += o.tensor_flops;
+  mufu += o.mufu;
+  fp32 += o.fp32;
+  alu += o.alu;
+  cvt += o.cvt;
+  other += o.other;
+  return *this;
+}
+
+KernelLaunch streaming_kernel(const std::string& name, double bytes, double write_share, double fp32_ops,
+                              const Hardware& hw) {
+  KernelLaunch k;
+  k.kernel = name;
+  k.ctas = int64_t(hw.sm_count) * 8;
+  k.ctas_per_sm = 8;
+  k.bytes = bytes;
+  k.write_share = write_share;
+  k.work.fp32 = fp32_ops;
+  k.work.other = bytes / 16.0;  // one 16-byte load or store per thread
+  k.startup_round_trips = 1;
+  return k;
+}
+
+// --- attention prefill ---------------------------------------------------------------------------
+
+namespace {
+
+// The flash kernel (flash_fwd_sm90.cu): persistent, one CTA per SM, 2 consumer warpgroups of 64
+// query rows (BM = 128) and a producer warpgroup; K/V tiles of BN = 128 keys; items = (query block,
+// batch x head) taken from a counter. Both consumer warpgroups wait on the same K/V stage, so they
+// run in step: the SM's tensor, MUFU, FP32, ALU and conversion work add up (serialized); the
+// producer's copies overlap them.
+KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
+  constexpr int64_t BM = 128, BN = 128;
+  const int64_t m_blocks = ceil_div(s.new_tokens, BM);
+  const int64_t seq_k = s.past_tokens + s.new_tokens;
+  const int64_t offset = seq_k - s.new_tokens;
+  double tiles = 0;  // K/V tiles over all items of one (batch, head)
+  for (int64_t mb = 0; mb < m_blocks; ++mb) {
+    int64_t end = seq_k;
+    if (s.causal) end = std::min(seq_k, (mb + 1) * BM + offset);
+    tiles += double(end > 0 ? ceil_div(end, BN) : 0);
+  }
+  const double bh = double(s.batch * s.heads);
+  const double wg_tiles = 2.0 * tiles * bh;  // two consumer warpgroups per item tile
+  const LoopCounts& c = s.head_dim <= 64 ? (s.causal ? kFlashD64Causal : kFlashD64)
+                                         : (s.causal ? kFlashD128Causal : kFlashD128);
+  KernelLaunch k;
+  k.kernel = "flash_fwd_sm90_kernel";
+  k.composition = Composition::serialized;
+  k.tensor = TensorPath::sm;
+  const int64_t items = m_blocks * s.batch * s.heads;
+  k.ctas = std::min<int64_t>(items, hw.sm_count);
+  k.ctas_per_sm = 1;
+  k.work = work_of(c, 128.0 * wg_tiles);
+  k.work.tensor_flops = wg_tiles * 4.0 * 64.0 * double(BN) * double(s.head_dim);
+  k.work.tensor_dtype = dtype;
+  k.startup_round_trips = 2;
+  // Between one item's last tile and the next item's first product, four dependent steps: the
+  // work counter's atomic, the item slot handed through shared memory, the Q buffer released and
+  // refilled, the first K/V tile.
+  k.sm_round_trips = 4.0 * double(ceil_div(items, hw.sm_count));
+  return k;
+}
+
+// The naive path (attention.cu): a pointer-table kernel, cuBLAS S = QK^T (batched), softmax_rows
+// (one 256-thread CTA per row: a first pass that streams the row from HBM 4 elements per thread per
+// round trip, a block reduction, a second pass from L2 that writes P), cuBLAS O = PV.
+std::vector<KernelLaunch> naive(const AttentionShape& s, DType dtype, const Hardware& hw) {
+  const double act = dtype_bytes(dtype);
+  const double bh = double(s.batch * s.heads), sq = double(s.new_tokens);
+  const double sk = double(s.past_tokens + s.new_tokens), d = double(s.head_dim);
+  const double q = double(s.batch) * sq * double(s.heads) * d * act;
+  const double kv = double(s.batch) * sk * double(s.kv_heads) * d * act;
+  const double scores = bh * sq * sk * act;
+  std::vector<KernelLaunch> ks;
+  KernelLaunch tables;
+  tables.kernel = "build_pointer_tables";
+  tables.ctas = ceil_div(int64_t(bh), 256);
+  tables.bytes = bh * 5 * 8;
+  tables.write_share = 1;
+  ks.push_back(tables);
+
+  KernelLaunch qk;
+  qk.kernel = "gemm";
+  qk.tensor = TensorPath::library;
+  qk.ctas = int64_t(hw.sm_count) * 2;
+  qk.ctas_per_sm = 2;
+  qk.bytes = q + kv + scores;
+  qk.write_share = scores / qk.bytes;
+  qk.work.tensor_flops = 2.0 * bh * sq * sk * d;
+  qk.work.tensor_dtype = dtype;
+  qk.startup_round_trips = 1;
+  ks.push_back(qk);
+
+  KernelLaunch sm;
+  sm.kernel = "softmax_rows";
+  sm.memory_overlapped = false;  // each thread's 4 loads, then their exponentials: no load in flight meanwhile
+  constexpr double kThreads = 256;
+  sm.ctas = int64_t(bh * sq);
+  sm.ctas_per_sm = 8;  // 2048 threads per SM
+  // Elements a row's threads touch: the first pass reads the keys the mask keeps, the second writes all.
+  const double kept = s.causal ? (sk - sq + (sq + 1) / 2.0) : sk;
+  sm.bytes = bh * sq * (kept + sk) * act;  // S read once from HBM (the second read hits L2), P written
+  sm.write_share = sk / (kept + sk);
+  sm.work = work_of(kSoftmaxPass1x4, bh * sq * kept / 4.0);
+  sm.work += work_of(kSoftmaxPass2x1, bh * sq * sk);
+  const double per_thread = std::ceil(kept / kThreads);
+  // Round trips of one row: the first pass's unrolled groups of 4 loads, one for the second pass's
+  // loads (independent, from L2), one for the stores to drain; the block reduction between them
+  // (two rounds of 5 shuffles and a barrier).
+  sm.cta_round_trips = std::ceil(per_thread / 4.0) + 2;
+  sm.cta_cycles = 2 * (5 * hw.pipes.smem_latency_cycles + 2 * hw.pipes.smem_latency_cycles) +
+                  per_thread * (hw.pipes.mufu_latency_cycles + 3 * hw.pipes.dependent_issue_cycles);
+  ks.push_back(sm);
+
+  KernelLaunch pv = qk;
+  pv.bytes = scores + kv + q;
+  pv.write_share = q / pv.bytes;
+  ks.push_back(pv);
+  return ks;
+}
+
+}  // namespace
+
+std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, AttentionVariant v, DType dtype,
+                                                    const Hardware& hw) {
+  if (v == AttentionVariant::naive) return naive(s, dtype, hw);
+  KernelLaunch k = flash_sm90(s, dtype, hw);
+  const Op op = attention_cost(s, v, dtype, dtype);
+  k.bytes = op.bytes();
+  k.write_share = write_share(op);
+  return {k};
+}
+
+// --- decode attention ----------------------------------------------------------------------------
+
+std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DType dtype, const Hardware& hw) {
+  // decode.cu: a block per (sequence, KV head, group of <= 32 query heads, piece of the context);
+  // 8 warps when the grid has at most one block per SM (192 KB of K/V rings: 1 resident), else 4
+  // (2 resident). Each warp walks its 16-token tiles (2 in flight); the warps then merge through
+  // shared memory (per output element and warp: two shared loads, an ex2, two FMAs, dependent);
+  // split: each piece writes a partial, a counter picks the last, which merges the pieces in
+  // batches of 16 (one round trip and 16 dependent ex2+FMA each).
+  const int64_t group = s.heads / s.kv_heads;
+  const int64_t rows = std::min<int64_t>(group, 32);
+  const int mt = rows <= 16 ? 1 : 2;
+  const bool paged = s.block_size > 0;
+  const LoopCounts& c = mt == 1 ? (paged ? kDecodeMt1Paged : kDecodeMt1) : (paged ? kDecodeMt2Paged : kDecodeMt2);
+  const double dscale = double(s.head_dim) / 128.0;  // the tile's work scales with the head dim
+  const int64_t units = s.batch * s.kv_heads * ceil_div(group, 32);
+  const int64_t blocks = units * s.splits;
+  const int warps = blocks <= hw.sm_count ? 8 : 4;
+  const int per_sm = warps == 8 ? 1 : 2;
+  const int64_t context = s.past_tokens + s.new_tokens;
+  const int64_t chunk = ceil_div(ceil_div(context, s.splits), 16) * 16;
+  const int64_t tiles = ceil_div(std::min(chunk, context), 16);
+  const double tiles_per_warp = double(ceil_div(tiles, warps));
+  const auto& p = hw.pipes;
+  const double resident_warps = double(warps) * std::min<double>(per_sm, std::max<double>(1.0, double(blocks) / hw.sm_count));
+  const double cpi = std::max(p.dependent_issue_cycles, resident_warps / p.issue_per_clk);
+  const double threads = 32.0 * warps;
+  const double chain = 2 * p.smem_latency_cycles + p.mufu_latency_cycles + 2 * p.dependent_issue_cycles;
+
+  KernelLaunch k;
+  k.kernel = "decode_kernel";
+  k.tensor = TensorPath::sm;
+  k.ctas = blocks;
+  k.ctas_per_sm = per_sm;
+  const Op op = attention_cost(s, AttentionVariant::flash, dtype, dtype);
+  k.bytes = op.bytes();
+  k.write_share = write_share(op);
+  const double warp_tiles = double(blocks) * warps * tiles_per_warp;
+  k.work = work_of(c, 32.0 * warp_tiles * dscale);
+  k.work.tensor_flops = op.flops;
+  k.work.tensor_dtype = dtype;
+  // One CTA: two round trips before its first tile (context length, table entries and Q; then the
+  // first K/V tile), the tiles at the warp's issue interval (or the bandwidth of its 2 tiles in
+  // flight), the warps' merge.
+  const double tile_cycles = std::max(c.total() * dscale * cpi, 0.5 * p.dram_latency_s * p.sm_clock_hz);
+  k.cta_cycles = tiles_per_warp * tile_cycles + std::ceil(double(rows) * s.head_dim / threads) * warps * chain;
+  k.cta_round_trips = 2;
+  k.startup_round_trips = 2;
+  if (s.splits > 1) {
+    // partial written and fenced, the counter, then the last piece's merge batches
+    const double items = std::ceil(double(rows) * s.head_dim / 4.0 / threads);
+    const double batches = items * std::ceil(double(s.splits) / 16.0);
+    k.cta_round_trips += 2 + batches;
+    k.cta_cycles += batches * 16 * (p.mufu_latency_cycles + 2 * p.dependent_issue_cycles);
+  }
+  return {k};
+}
+
+// --- linear layers -------------------------------------------------------------------------------
+
+int weight_only_m_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
+
+int64_t weight_only_smem_bytes(WeightFormat f, int mt, int64_t kb) {
+  constexpr int64_t kBlockRows = 128;
+  return 8 * mt * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (kBlockRows + 8 * mt) * 4 : 0);
+}
+
+WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count) {
+  // Tiles (measured reasons: kernels/gemm/NOTES.md): m_tiles: tokens padded to 8, 16, 32 or 64;
+  // split_k: the most blocks ((n / 128) x split_k) that still run in ONE wave at the blocks per SM
+  // the registers allow, each block's k range a multiple of 128 that divides k, small enough that
+  // the X tile and int4's scales leave room for those blocks in the SM's 227 KB of shared memory.
+  constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
+  WeightOnlyPlan plan;
+  plan.m_tiles = weight_only_m_tiles(m);
+  plan.blocks_per_sm = plan.m_tiles == 1 ? 4 : 2;
+  const int64_t units = k / 128;
+  plan.row_tiles = ceil_div(n, kBlockRows);
+  const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / plan.blocks_per_sm - (1 << 10));
+  const int64_t max_kb = smem_budget / (weight_only_smem_bytes(f, plan.m_tiles, 1024) / 1024 + 1);
+  const int64_t capacity = sm_count * plan.blocks_per_sm;
+  int64_t split = 0;
+  for (int64_t d = units; d >= 1; --d)
+    if (units % d == 0 && k / d <= max_kb && plan.row_tiles * d <= capacity) {
+      split = d;
+      break;
+    }
+  if (split == 0)
+    for (int64_t d = 1; d <= units; ++d)
+      if (units % d == 0 && k / d <= max_kb) {
+        split = d;
+        break;
+      }
+  if (split == 0) split = units;
+  plan.split_k = int(split);
+  plan.k_per_block = k / split;
+  return plan;
+}
+
+std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw) {
+  const Op op = linear_cost(LinearShape{m, n, k}, f);
+  KernelLaunch kl;
+  kl.bytes = op.bytes();
+  kl.write_share = write_share(op);
+  kl.work.tensor_flops = op.flops;
+  kl.work.tensor_dtype = op.compute_dtype;
+  kl.startup_round_trips = 2;
+  if (is_dense(f) || f == WeightFormat::fp8) {
+    // cuBLAS / cuBLASLt: a library kernel over the whole GPU at the measured matmul ceiling.
+    kl.kernel = f == WeightFormat::fp8 ? "cublasLt" : "cublas";
+    kl.tensor = TensorPath::library;
+    kl.ctas = int64_t(hw.sm_count) * 2;
+    kl.ctas_per_sm = 2;
+    return {kl};
+  }
+  // weight_only.cu: 8 warps of 16 weight rows per block, chunks of 512 packed bytes per warp
+  // streamed into registers (kDepth in flight) and dequantized into mma.sync; split-k partial sums
+  // by fp32 atomics, the last block of a row tile converts.
+  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count);
+  const int mi = plan.m_tiles == 1 ? 0 : plan.m_tiles == 2 ? 1 : plan.m_tiles == 4 ? 2 : 3;
+  const WoLoop& lp = f == WeightFormat::int4 ? kWoInt4[mi] : f == WeightFormat::int8 ? kWoInt8[mi] : kWoSparse[mi];
+  const double cols = f == WeightFormat::int4 ? 64 : 32;
+  const double chunks_per_warp = double(plan.k_per_block) / cols;
+  kl.kernel = "weight_only_kernel";
+  kl.tensor = TensorPath::sm;
+  kl.ctas = plan.row_tiles * plan.split_k;
+  kl.ctas_per_sm = plan.blocks_per_sm;
+  const double warp_chunks = double(kl.ctas) * 8 * chunks_per_warp;
+  kl.work += work_of(lp.c, 32.0 * warp_chunks / lp.depth);
+  const auto& p = hw.pipes;
+  const double resident = 8.0 * plan.blocks_per_sm;
+  const double cpi = std::max(p.dependent_issue_cycles, resident / p.issue_per_clk);
+  // One block: the first weight chunks and its X tile (one round trip), the chunks at the warp's
+  // issue interval; split-k: the atomics drain and the counter (two round trips), the last block's
+  // read of the partial sums (one).
+  kl.cta_cycles = chunks_per_warp * lp.c.total() / lp.depth * cpi;
+  kl.cta_round_trips = 1 + (plan.split_k > 1 ? 3 : 0);
+  return {kl};
+}
+
+}  // namespace inferlab

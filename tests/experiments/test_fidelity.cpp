@@ -1,0 +1,78 @@
+// The model's fidelity on the committed H100 measurements: every measured point of
+// data/results/nvidia-h100-80gb-hbm3 re-predicted by this build's model (the row's parameters
+// through its scenario) must stay within the goal of ../shared/FIDELITY.md. A kernel change that
+// moves a kernel away from its declared model, or a model change that breaks a family, fails here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "inferlab/experiments/fidelity.h"
+#include "inferlab/sim/paths.h"
+
+namespace inferlab {
+namespace {
+
+std::vector<FidelityPoint> h100_points() {
+  return repredict_results(data_dir() / "results" / "nvidia-h100-80gb-hbm3");
+}
+
+TEST(Fidelity, EveryCommittedH100PointIsRepredicted) {
+  const auto pts = h100_points();
+  std::printf("%s", fidelity_table(pts).c_str());
+  // attention_prefill 72 + decode_attention 192 + compression 142 measured rows
+  EXPECT_EQ(pts.size(), 406u);
+  if (std::getenv("INFERLAB_FIDELITY_POINTS"))  // every point: family, error, predicted, measured, dominant
+    for (const auto& p : pts)
+      std::printf("%s,%.4f,%.4g,%.4g,%s,%s\n", p.family.c_str(), p.error(), p.predicted_s, p.measured_s, p.dominant.c_str(),
+                  p.point.c_str());
+  for (const auto& p : pts) {
+    EXPECT_GT(p.predicted_s, 0) << p.point;
+    EXPECT_FALSE(p.dominant.empty()) << p.point;
+  }
+}
+
+// The goal (FIDELITY.md): median <= 10% over all points, worst <= 25%. Families that reach it are
+// held to it; the others are held to where the model stands today, with the physical cause of
+// their miss and the measurement of `inferlab ceilings` / scripts/gpu-ceilings.sh expected to
+// close it (README "How well the model predicts the kernels"). A bound may only go down.
+struct FamilyBound {
+  const char* family;
+  double worst;
+  const char* cause;
+};
+constexpr FamilyBound kBounds[] = {
+    {"flash prefill", 0.25, "goal reached"},
+    {"decode plain", 0.25, "goal reached"},
+    {"decode split", 1.90,
+     "one anomalous point (paged GQA-4 1x1024: 29 us measured, 10.1 us for the same shape contiguous, 2-6% apart "
+     "elsewhere; p10 27 us) to re-measure; MQA split merges at 30-42% (the merge's L2 round trips: loaded latency)"},
+    {"naive prefill", 0.35, "softmax_rows at s <= 2k: per-row latency under load (round trips at the loaded DRAM latency)"},
+    {"linear bf16", 0.50, "cuBLAS GEMV fixed cost at 1024x4096 (library internals: the event-timed floor of a real grid)"},
+    {"linear fp8", 0.50, "cuBLASLt fixed cost at 1024x4096, as bf16"},
+    {"linear int4", 2.60, "m >= 16: split-k fp32 atomics (m x n x split_k REDs in L2) and per-block X tiles: no atomics pipe yet"},
+    {"linear int8", 2.50, "as int4"},
+    {"linear sparse24", 2.70, "as int4"},
+};
+
+TEST(Fidelity, MedianAndWorstSymmetricErrorOnTheH100) {
+  const auto pts = h100_points();
+  const FidelitySummary all = summarize(pts);
+  EXPECT_LE(all.median, 0.10) << "median symmetric error over every committed H100 point";
+  std::vector<FidelityPoint> worst = pts;
+  std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) { return a.error() > b.error(); });
+  for (size_t i = 0; i < worst.size() && i < 10; ++i)
+    std::printf("%6.1f%%  %-16s %s  p=%.1f us m=%.1f us (%s)\n", 100 * worst[i].error(), worst[i].family.c_str(),
+                worst[i].point.c_str(), worst[i].predicted_s * 1e6, worst[i].measured_s * 1e6, worst[i].dominant.c_str());
+  for (const auto& p : pts) {
+    const FamilyBound* b = nullptr;
+    for (const auto& f : kBounds)
+      if (p.family == f.family) b = &f;
+    ASSERT_NE(b, nullptr) << "no bound for kernel family " << p.family;
+    EXPECT_LE(p.error(), b->worst) << p.family << " " << p.point << " (" << b->cause << ")";
+  }
+}
+
+}  // namespace
+}  // namespace inferlab
