@@ -33,6 +33,7 @@
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
+#include "inferlab/sim/warnings.h"
 
 namespace fs = std::filesystem;
 using namespace inferlab;
@@ -84,8 +85,21 @@ nlohmann::json model_json(const ModelConfig& m) {
           {"experts", m.experts},
           {"experts_per_token", m.experts_per_token},
           {"sliding_window", m.sliding_window ? nlohmann::json(*m.sliding_window) : nlohmann::json(nullptr)},
+          {"window_layers", m.window_layer_count()},
+          {"moe_layers", m.moe_layer_count()},
+          {"expert_intermediate", m.is_moe() ? m.expert_intermediate() : 0},
+          {"shared_expert_intermediate", m.shared_intermediate},
+          {"mla", m.mla ? nlohmann::json{{"kv_lora_rank", m.mla->kv_lora_rank},
+                                         {"q_lora_rank", m.mla->q_lora_rank},
+                                         {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
+                                         {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                                         {"v_head_dim", m.mla->v_head_dim}}
+                        : nlohmann::json(nullptr)},
+          {"kv_elements_per_token_per_layer", m.kv_elements_per_token_per_layer()},
+          {"tied_embeddings", m.tied_embeddings},
           {"max_positions", m.max_positions},
-          {"dtype", dtype_name(m.dtype)}};
+          {"dtype", dtype_name(m.dtype)},
+          {"warnings", m.warnings}};
 }
 
 nlohmann::json hardware_json(const Hardware& h) {
@@ -102,12 +116,23 @@ nlohmann::json hardware_json(const Hardware& h) {
 }
 
 std::string model_summary(const ModelConfig& m) {
-  std::string s = fmt::format("{}: {:.2f} B params, {} layers, {} ({} query / {} KV heads), head dim {}", m.name,
-                              m.total_params() / 1e9, m.layers, m.attention_kind(), m.heads, m.kv_heads, m.head_dim);
-  if (m.is_moe())
-    s += fmt::format(", {} experts top-{} ({:.2f} B active)", m.experts, m.experts_per_token,
-                     m.active_params_per_token() / 1e9);
-  if (m.sliding_window) s += fmt::format(", sliding window {}", *m.sliding_window);
+  std::string s = fmt::format("{}: {:.2f} B params, {} layers, {} ({} query heads", m.name, m.total_params() / 1e9,
+                              m.layers, m.attention_kind(), m.heads);
+  if (m.mla)
+    s += fmt::format("; a cached latent of {} + RoPE key of {} per token)", m.mla->kv_lora_rank,
+                     m.mla->qk_rope_head_dim);
+  else
+    s += fmt::format(" / {} KV heads), head dim {}", m.kv_heads, m.head_dim);
+  if (m.is_moe()) {
+    s += fmt::format(", {} experts top-{}", m.experts, m.experts_per_token);
+    if (m.shared_intermediate) s += fmt::format(" + shared {}", m.shared_intermediate);
+    if (m.dense_layer_count()) s += fmt::format(" in {} of the layers", m.moe_layer_count());
+    s += fmt::format(" ({:.2f} B active)", m.active_params_per_token() / 1e9);
+  }
+  if (m.sliding_window) {
+    s += fmt::format(", sliding window {}", *m.sliding_window);
+    if (m.global_layer_count()) s += fmt::format(" on {} of the layers", m.window_layer_count());
+  }
   return s;
 }
 
@@ -653,24 +678,31 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Warnings (a model config read with an assumption, say) go to stderr after the output.
+  auto warn = [] {
+    for (const auto& w : drain_warnings()) fmt::print(stderr, "inferlab: warning: {}\n", w);
+  };
   try {
-    if (*list) return cmd_list(json);
-    if (*model) return cmd_model(model_p, json);
-    if (*memory) return cmd_memory(memory_p, json);
-    if (*serve) return cmd_serve(serve_p, serve_files, json);
+    int status = 0;
+    if (*list) status = cmd_list(json);
+    if (*model) status = cmd_model(model_p, json);
+    if (*memory) status = cmd_memory(memory_p, json);
+    if (*serve) status = cmd_serve(serve_p, serve_files, json);
     if (*run) {
       run_opts.out_dir = out_dir;
       run_opts.plots = !no_plots;
-      return cmd_run(specs, run_opts, json);
+      status = cmd_run(specs, run_opts, json);
     }
-    if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
-    if (*ceilings) return cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
+    if (*plot) status = cmd_plot(csv, only_plot, plot_out, json);
+    if (*ceilings) status = cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
+    warn();
+    return status;
   } catch (const Error& e) {
+    warn();
     fmt::print(stderr, "inferlab: error: {}\n", e.what());
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "inferlab: internal error: {}\n", e.what());
     return 1;
   }
-  return 0;
 }

@@ -14,6 +14,7 @@
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
+#include "inferlab/sim/warnings.h"
 
 namespace inferlab {
 namespace fs = std::filesystem;
@@ -81,6 +82,11 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
     }
   }
 
+  // Warnings of the inputs (a model config read with an assumption): kept in the provenance, and
+  // noted again for the caller to show.
+  const std::vector<std::string> warnings = drain_warnings();
+  for (const auto& w : warnings) note_warning(w);
+
   RunResult res;
   res.points = int64_t(points.size());
   res.measured = !opt.predict_only && gpu.present && scenario->measure;
@@ -137,6 +143,7 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
   prov["mode_reason"] = res.mode_reason;
   prov["points_total"] = res.points;
   prov["plots"] = spec.plots;
+  prov["warnings"] = warnings;
   prov["started"] = utc_now_iso8601();
 
   auto flush = [&](bool complete) {
