@@ -36,6 +36,7 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   heatmap:  x, y, z (a cell per (x, y), coloured and labelled by z), overlay (a column holding, for
             each y, an x value to mark: e.g. optimal_gamma), center (z value at the middle of a
             diverging colour map, e.g. 1 for speedups).
+Every figure whose rows have a `ceilings` column names the ceilings below it (datasheet or measured).
 Column units are converted for display: *_s -> ms, *bytes -> GB, *flops_per_s -> TFLOP/s,
 *bytes_per_s -> GB/s.
 """
@@ -571,6 +572,27 @@ KINDS = {"roofline": roofline, "memory": memory, "line": line, "grouped_bars": g
          "stacked_bars": stacked_bars, "heatmap": heatmap}
 
 
+def render(rows, plot, origin="the CSV"):
+    """The figure of one plot entry over the CSV's rows, with its footers."""
+    kind = plot.get("kind")
+    rows = select(rows, plot)
+    if not rows:
+        fail(f"plot '{plot.get('name', kind)}': no rows left after 'where'/'exclude'")
+    for col in (as_list(plot.get("facet")) + as_list(plot.get("series")) + as_list(plot.get("x")) + as_list(plot.get("y"))
+                + as_list(plot.get("z")) + as_list(plot.get("stack")) + as_list(plot.get("sort_by"))
+                + as_list(plot.get("overlay"))):
+        if col not in rows[0]:
+            fail(f"plot '{plot.get('name', kind)}': column '{col}' is not in {origin} "
+                 f"(columns: {', '.join(rows[0].keys())})")
+    fig = KINDS[kind](rows, plot)
+    fig.text(0.995, 0.005, "inferlab", ha="right", va="bottom", fontsize=6, color="gray")
+    # Which ceilings the predictions stand on (datasheet or a measured file), on every figure that has them.
+    sources = [c for c in ordered_values(rows, "ceilings") if c]
+    if sources:
+        fig.text(0.5, 0.003, "ceilings: " + "; ".join(sources), ha="center", va="bottom", fontsize=6, color="gray")
+    return fig
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", required=True)
@@ -584,17 +606,7 @@ def main():
         fail(f"unknown plot kind '{kind}' (known: {', '.join(KINDS)})")
     with open(a.csv, newline="") as f:
         rows = list(csv.DictReader(f))
-    rows = select(rows, plot)
-    if not rows:
-        fail(f"plot '{plot.get('name', kind)}': no rows left after 'where'/'exclude'")
-    for col in (as_list(plot.get("facet")) + as_list(plot.get("series")) + as_list(plot.get("x")) + as_list(plot.get("y"))
-                + as_list(plot.get("z")) + as_list(plot.get("stack")) + as_list(plot.get("sort_by"))
-                + as_list(plot.get("overlay"))):
-        if col not in rows[0]:
-            fail(f"plot '{plot.get('name', kind)}': column '{col}' is not in {a.csv} "
-                 f"(columns: {', '.join(rows[0].keys())})")
-    fig = KINDS[kind](rows, plot)
-    fig.text(0.995, 0.005, "inferlab", ha="right", va="bottom", fontsize=6, color="gray")
+    fig = render(rows, plot, a.csv)
     for ext in ("png", "svg"):
         fig.savefig(f"{a.out}.{ext}", dpi=150)
     plt.close(fig)

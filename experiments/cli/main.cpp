@@ -137,13 +137,18 @@ std::string model_summary(const ModelConfig& m) {
 }
 
 // ---------------------------------------------------------------- list
-int cmd_list(bool json) {
+int cmd_list(const std::string& ceilings, bool json) {
   nlohmann::json out = {{"models", nlohmann::json::array()},
                         {"hardware", nlohmann::json::array()},
                         {"specs", nlohmann::json::array()},
                         {"scenarios", nlohmann::json::array()}};
   for (const auto& n : known_models()) out["models"].push_back(model_json(load_model(n)));
-  for (const auto& n : known_hardware()) out["hardware"].push_back(hardware_json(load_hardware(n)));
+  for (const auto& n : known_hardware()) {
+    const Hardware h = load_hardware(n, ceilings);
+    nlohmann::json j = hardware_json(h);
+    if (h.tensor_dense.count("bf16")) j["ridge_bf16"] = h.ridge(DType::bf16);
+    out["hardware"].push_back(j);
+  }
   for (const auto& n : list_stems(project_root() / "experiments", ".yaml")) {
     const auto spec = load_spec(project_root() / "experiments" / (n + ".yaml"));
     out["specs"].push_back({{"name", spec.name},
@@ -163,9 +168,9 @@ int cmd_list(bool json) {
   }
   fmt::print("Models (data/models):\n");
   for (const auto& n : known_models()) fmt::print("  {}\n", model_summary(load_model(n)));
-  fmt::print("\nHardware (data/hardware; dense tensor-core peaks):\n");
+  fmt::print("\nHardware (data/hardware; dense tensor-core peaks; ceilings: {}):\n", ceilings);
   for (const auto& n : known_hardware()) {
-    const Hardware h = load_hardware(n);
+    const Hardware h = load_hardware(n, ceilings);
     fmt::print("  {:<15} {:<26} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB/s  {:>4} MiB x 1024  ridge {:.0f} FLOP/B\n", h.id,
                h.name, h.tensor_dense.count("bf16") ? h.tensor_dense.at("bf16") / 1e12 : 0.0, h.memory_bandwidth / 1e9,
                int(h.memory_bytes / kGiB + 0.5), h.tensor_dense.count("bf16") ? h.ridge(DType::bf16) : 0.0);
@@ -233,9 +238,9 @@ int cmd_model(const Params& p, bool json) {
   const auto& s = mp.prediction;
   const DType mm = mp.options.precision.act;
   fmt::print("{}\n", model_summary(mp.model));
-  fmt::print("on {} ({}): {:.1f} TFLOP/s {} dense, {:.0f} GB/s, ridge {:.1f} FLOP/B, {:.1f} us per launch\n", h.id,
-             h.ceilings_source, h.matmul_peak(mm) / 1e12, dtype_name(mm), h.memory_bandwidth / 1e9, h.ridge(mm),
-             h.launch_overhead_s * 1e6);
+  fmt::print("on {}, ceilings {}: {:.1f} TFLOP/s {} dense, {:.0f} GB/s, ridge {:.0f} FLOP/B ({}), {:.1f} us per launch\n",
+             h.id, h.ceilings_source, h.matmul_peak(mm) / 1e12, dtype_name(mm), h.memory_bandwidth / 1e9, h.ridge(mm),
+             dtype_name(mm), h.launch_overhead_s * 1e6);
   const bool parallel = mp.par.devices() > 1 || mp.par.microbatches > 1;
   const auto& par = mp.parallel;
   if (parallel)
@@ -316,7 +321,8 @@ int cmd_memory(const Params& p, bool json) {
   fmt::print("  total        {:>26}\n\n", gb(b.total()));
   if (mp.has_hardware) {
     const double cap = mp.hardware.memory_bytes;
-    fmt::print("on {} ({} MiB usable): {} — {}\n", mp.hardware.id, int64_t(cap / 1048576.0),
+    fmt::print("on {} ({} MiB usable; ceilings {}): {} — {}\n", mp.hardware.id, int64_t(cap / 1048576.0),
+               mp.hardware.ceilings_source,
                b.total() <= cap ? "fits" : "does NOT fit",
                b.total() <= cap ? gb(cap - b.total()) + " free" : gb(b.total() - cap) + " over");
     fmt::print("  largest batch at {} tokens: {};  longest context at batch {}: {} tokens (model max {})\n\n",
@@ -382,8 +388,8 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
     return 0;
   }
   fmt::print("{}\n", model_summary(sp.model));
-  fmt::print("on {}{} ({}); step times: {}\n", sp.hardware.id, sp.tp > 1 ? fmt::format(" x{} (TP)", sp.tp) : "",
-             sp.hardware.ceilings_source, sp.result.cost_model);
+  fmt::print("on {}{}, ceilings {}; step times: {}\n", sp.hardware.id,
+             sp.tp > 1 ? fmt::format(" x{} (TP)", sp.tp) : "", sp.hardware.ceilings_source, sp.result.cost_model);
   fmt::print("trace: {}: {} requests\n", sp.trace_source, s.requests);
   fmt::print("scheduler {}{} · KV {} ({} tokens a block) · max_len {} · max_batch {} · {} tokens a pass\n",
              scheduler_name(c.scheduler),
@@ -571,12 +577,15 @@ int main(int argc, char** argv) {
   bool json = false;
 
   auto* list = app.add_subcommand("list", "models, hardware, experiment specs and scenarios");
+  std::string list_ceilings = "datasheet";
+  list->add_option("--ceilings", list_ceilings, std::string("the hardware figures: ") + kCeilingsHelp);
   list->add_flag("--json", json, "machine-readable output");
 
   Params model_p, memory_p;
   auto* model = app.add_subcommand("model", "per-operator roofline of one prefill or decode step");
   add_param(model, model_p, "--model", "model", "model name (inferlab list) or path to a config.json", true);
   add_param(model, model_p, "--hardware", "hardware", "hardware name or path to a .json", true);
+  add_param(model, model_p, "--ceilings", "ceilings", kCeilingsHelp);
   add_param(model, model_p, "--phase", "phase", "prefill or decode (default decode)");
   add_param(model, model_p, "--batch", "batch", "sequences in the step (default 1)");
   add_param(model, model_p, "--context", "context", "prompt tokens (prefill) or tokens attended (decode)", true);
@@ -595,6 +604,7 @@ int main(int argc, char** argv) {
   auto* memory = app.add_subcommand("memory", "weights + KV cache + activations, and what fits on a device");
   add_param(memory, memory_p, "--model", "model", "model name or path to a config.json", true);
   add_param(memory, memory_p, "--hardware", "hardware", "device to fit into (default: none)");
+  add_param(memory, memory_p, "--ceilings", "ceilings", std::string(kCeilingsHelp) + " (only shown: memory needs the capacity)");
   add_param(memory, memory_p, "--batch", "batch", "sequences (default 1)");
   add_param(memory, memory_p, "--context", "context", "tokens per sequence", true);
   add_param(memory, memory_p, "--block-size", "block_size", "paged KV block size in tokens (default 16)");
@@ -639,7 +649,7 @@ int main(int argc, char** argv) {
   add_param(serve, serve_p, "--gpu-memory-utilization", "gpu_memory_utilization", "share of device memory (default 0.9)");
   add_param(serve, serve_p, "--kv-gib", "kv_gib", "KV memory per device in GiB (default: what weights leave)");
   add_param(serve, serve_p, "--tp", "tp", "tensor-parallel degree (default 1)");
-  add_param(serve, serve_p, "--ceilings", "ceilings", "auto (default: measured when present), datasheet or measured");
+  add_param(serve, serve_p, "--ceilings", "ceilings", kCeilingsHelp);
   add_precision_options(serve, serve_p);
   serve->add_option("--chrome-trace", serve_files.chrome_trace, "write the timeline as Chrome trace JSON here");
   serve->add_option("--timeline", serve_files.timeline, "write one CSV row per iteration here");
@@ -655,6 +665,8 @@ int main(int argc, char** argv) {
   run->add_flag("--predict-only", run_opts.predict_only, "do not measure even when a GPU is present");
   run->add_option("--out", out_dir, "output folder (default data/results/<gpu>, or data/results/model)");
   run->add_flag("--fresh", run_opts.fresh, "replace results written by an earlier version of the spec");
+  run->add_option("--ceilings", run_opts.ceilings,
+                  std::string("ceilings of every point that takes them (the spec must not set them): ") + kCeilingsHelp);
   run->add_flag("--no-plots", no_plots, "skip the figures");
   run->add_flag("--json", json, "machine-readable summary");
 
@@ -684,7 +696,7 @@ int main(int argc, char** argv) {
   };
   try {
     int status = 0;
-    if (*list) status = cmd_list(json);
+    if (*list) status = cmd_list(list_ceilings, json);
     if (*model) status = cmd_model(model_p, json);
     if (*memory) status = cmd_memory(memory_p, json);
     if (*serve) status = cmd_serve(serve_p, serve_files, json);

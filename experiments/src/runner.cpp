@@ -1,5 +1,6 @@
 #include "inferlab/experiments/runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -62,12 +63,21 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
   }
 
   // 1. Every point is checked and predicted before anything is written.
-  const std::vector<Point> points = spec.points();
+  std::vector<Point> points = spec.points();
   std::vector<Params> completed;
   std::vector<std::vector<Row>> predicted;
-  for (const Point& pt : points) {
+  const bool takes_ceilings = std::any_of(scenario->params.begin(), scenario->params.end(),
+                                          [](const ParamInfo& pi) { return pi.name == "ceilings"; });
+  for (Point& pt : points) {
+    Params& given = pt.params;
+    if (!opt.ceilings.empty() && takes_ceilings) {
+      if (given.count("ceilings"))
+        throw Error(spec.location("ceilings") + ": the spec sets ceilings (" + given.at("ceilings") +
+                    ") and --ceilings " + opt.ceilings + " was given: drop one of them");
+      given["ceilings"] = opt.ceilings;
+    }
     try {
-      completed.push_back(complete_params(*scenario, pt.params));
+      completed.push_back(complete_params(*scenario, given));
       predicted.push_back(scenario->predict(completed.back()));
     } catch (const Error& e) {
       // Name the line of the first parameter the message mentions, else the spec file.
@@ -81,6 +91,21 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
       throw Error(where + ": point {" + describe(pt.params) + "}: " + msg);
     }
   }
+
+  // Ceilings: points left to `auto` must not mix measured and datasheet figures.
+  std::set<std::string> sources, auto_sources;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    for (const Row& r : predicted[i]) {
+      const std::string c = get_cell(r, "ceilings");
+      if (c.empty()) continue;
+      sources.insert(c);
+      if (completed[i].count("ceilings") && completed[i].at("ceilings") == "auto") auto_sources.insert(c);
+    }
+  if (auto_sources.count("datasheet") && auto_sources.size() > 1)
+    throw Error(spec.location("ceilings") + ": ceilings 'auto' would mix datasheet figures with " +
+                *std::find_if(auto_sources.begin(), auto_sources.end(), [](const std::string& c) { return c != "datasheet"; }) +
+                " across the points (only some GPUs have a measured file): set ceilings: datasheet to compare GPUs on the "
+                "same footing, or measured");
 
   // Warnings of the inputs (a model config read with an assumption): kept in the provenance, and
   // noted again for the caller to show.
@@ -144,6 +169,7 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
   prov["points_total"] = res.points;
   prov["plots"] = spec.plots;
   prov["warnings"] = warnings;
+  prov["ceilings"] = sources;
   prov["started"] = utc_now_iso8601();
 
   auto flush = [&](bool complete) {

@@ -41,7 +41,7 @@ std::vector<ParamInfo> step_params() {
                          {"weight_format", "none",
                           "weights of the layer GEMMs (qkv/o/gate_up/down): none (dense in the weight dtype), " +
                               join(known_weight_formats(), ", ")},
-                         {"ceilings", "auto", "auto (measured when data/hardware/<id>.measured.json exists), datasheet, measured"},
+                         {"ceilings", "datasheet", kCeilingsHelp},
                          {"tp", "1", "tensor-parallel degree (divides the heads)"},
                          {"pp", "1", "pipeline-parallel stages"},
                          {"microbatches", "1", "micro-batches the batch is cut into (pipeline schedule)"}});
@@ -95,7 +95,7 @@ std::optional<WeightFormat> param_weight_format(const Params& p) {
 ModelPoint evaluate_model_point(const Params& p) {
   ModelPoint mp;
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
-  mp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  mp.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   mp.step = make_step(parse_phase(get(p, "phase")), param_int(p, "batch"), param_int(p, "context"));
   mp.options.precision = param_precision(p, mp.model);
   mp.options.attention = parse_attention_variant(get(p, "attention"));
@@ -286,7 +286,8 @@ std::vector<Row> parallel_rows(const ModelPoint& mp) {
               {"comm_share", num(r.comm_share())},
               {"bubble_fraction", num(r.bubble_fraction)},
               {"tokens_per_s", num(tokens / r.time_s)},
-              {"pipelined_tokens_per_s", num(tokens / double(mp.par.microbatches) / r.stage_s)}}};
+              {"pipelined_tokens_per_s", num(tokens / double(mp.par.microbatches) / r.stage_s)},
+              {"ceilings", mp.hardware.ceilings_source}}};
 }
 
 MemoryPoint evaluate_memory_point(const Params& p) {
@@ -294,7 +295,7 @@ MemoryPoint evaluate_memory_point(const Params& p) {
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
   const std::string& hw = get(p, "hardware");
   if (hw != "none") {
-    mp.hardware = load_hardware(hw);
+    mp.hardware = load_hardware(hw, get(p, "ceilings"));
     mp.has_hardware = true;
   }
   mp.batch = param_int(p, "batch");
@@ -349,12 +350,13 @@ std::vector<Row> memory_rows(const MemoryPoint& mp) {
               {"paged_block_size", num(mp.block_size)},
               {"paged_blocks", num(mp.paged.blocks)},
               {"paged_reserved_bytes", num(mp.paged.reserved)},
-              {"paged_wasted_bytes", num(mp.paged.wasted())}}};
+              {"paged_wasted_bytes", num(mp.paged.wasted())},
+              {"ceilings", mp.has_hardware ? mp.hardware.ceilings_source : ""}}};
 }
 
 AttentionPoint evaluate_attention_point(const Params& p) {
   AttentionPoint ap;
-  ap.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  ap.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   ap.variant = parse_attention_variant(get(p, "variant"));
   ap.dtype = parse_dtype(get(p, "dtype"));
   auto& a = ap.shape;
@@ -412,7 +414,7 @@ std::string kind_of(int64_t heads, int64_t kv_heads) {
 
 DecodePoint evaluate_decode_point(const Params& p) {
   DecodePoint dp;
-  dp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  dp.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   dp.variant = get(p, "variant");
   if (dp.variant != "plain" && dp.variant != "split")
     throw Error("parameter 'variant' must be plain or split, got '" + dp.variant + "'");
@@ -453,7 +455,7 @@ std::vector<Row> decode_rows(const DecodePoint& dp) {
 
 LinearPoint evaluate_linear_point(const Params& p) {
   LinearPoint lp;
-  lp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  lp.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   try {
     lp.format = parse_weight_format(get(p, "format"));
   } catch (const Error& e) {
@@ -493,6 +495,7 @@ const std::vector<Scenario>& scenarios() {
        "weights + KV cache + activations, fit on a device, contiguous vs paged KV",
        with_precision({{"model", "", "model name or path to a config.json"},
                        {"hardware", "none", "hardware whose capacity to fit into, or none"},
+                       {"ceilings", "datasheet", std::string(kCeilingsHelp) + " (the hardware's figures shown beside it)"},
                        {"batch", "1", "sequences"},
                        {"context", "", "tokens per sequence"},
                        {"attention", "flash", "naive or flash (naive materializes the scores)"},
@@ -508,7 +511,7 @@ const std::vector<Scenario>& scenarios() {
       {"attention",
        "the attention core of a prefill (kernels/attention): naive vs flash, MHA/GQA/MQA, predicted and measured",
        {{"hardware", "", "hardware to predict for; measuring needs this GPU"},
-        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"ceilings", "datasheet", kCeilingsHelp},
         {"variant", "flash", "naive or flash"},
         {"dtype", "bf16", "bf16 or fp16"},
         {"batch", "1", "sequences (ignored when tokens is set)"},
@@ -524,7 +527,7 @@ const std::vector<Scenario>& scenarios() {
       {"decode",
        "decode attention over a contiguous or paged KV cache (kernels/attention/decode.h): plain vs split",
        {{"hardware", "", "hardware to predict for; measuring needs this GPU"},
-        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"ceilings", "datasheet", kCeilingsHelp},
         {"variant", "split", "plain or split (flash-decoding)"},
         {"layout", "paged", "contiguous or paged"},
         {"block_size", "16", "paged block size in tokens (a power of two)"},
@@ -541,7 +544,7 @@ const std::vector<Scenario>& scenarios() {
        "a linear layer Y[m, n] = X[m, k] W[n, k]^T with its weight in one format (kernels/gemm): bf16, fp16, "
        "int8, int4, fp8, sparse24; predicted and measured time, speedup over bf16, error",
        {{"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
-        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"ceilings", "datasheet", kCeilingsHelp},
         {"format", "bf16", "weight format: " + join(known_weight_formats(), ", ")},
         {"m", "1", "tokens (rows of X)"},
         {"n", "", "output features (rows of W)"},
@@ -576,7 +579,7 @@ const std::vector<Scenario>& scenarios() {
        "throughput, TTFT/TPOT/latency percentiles, KV memory",
        with_precision({{"model", "", "model name or path to a config.json"},
                        {"hardware", "", "hardware name or path to a .json"},
-                       {"ceilings", "auto", "auto, datasheet or measured"},
+                       {"ceilings", "datasheet", kCeilingsHelp},
                        {"tp", "1", "tensor-parallel degree"},
                        {"scheduler", "continuous", "static, continuous or chunked"},
                        {"priority", "prefill-first", "prefill-first or decode-first (continuous, chunked)"},
@@ -604,7 +607,7 @@ const std::vector<Scenario>& scenarios() {
                        {"draft", "none", "draft model (drafter = model)"},
                        {"drafter", "model", "model, medusa or ngram"},
                        {"hardware", "", "hardware name or path"},
-                       {"ceilings", "auto", "auto, datasheet or measured"},
+                       {"ceilings", "datasheet", kCeilingsHelp},
                        {"batch", "1", "sequences decoding together"},
                        {"context", "1024", "tokens each sequence holds"},
                        {"alpha", "", "acceptance rate of a drafted token, in [0, 1]"},

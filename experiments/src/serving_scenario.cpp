@@ -34,7 +34,7 @@ void add_percentiles(Row& r, const std::string& what, const Percentiles& p) {
 ServingPoint evaluate_serving_point(const Params& p) {
   ServingPoint sp;
   sp.model = load_model(p.at("model"));
-  sp.hardware = load_hardware(p.at("hardware"), parse_ceilings_mode(p.at("ceilings")));
+  sp.hardware = load_hardware(p.at("hardware"), p.at("ceilings"));
   sp.precision = param_precision(p, sp.model);
   sp.tp = param_int(p, "tp");
   ServingConfig& c = sp.config;
@@ -111,7 +111,8 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
                  {"running", ""},
                  {"waiting", ""},
                  {"trace_source", sp.trace_source},
-                 {"cost_model", r.cost_model}};
+                 {"cost_model", r.cost_model},
+                 {"ceilings", sp.hardware.ceilings_source}};
   sum.insert(sum.end(), rest.begin(), rest.end());
   std::vector<Row> rows{sum};
   if (sample_every_s == 0 || r.iterations.empty()) return rows;
@@ -135,6 +136,7 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
     set_cell(tl, "kv_wasted_bytes", num(it.kv_reserved - it.kv_used));
     set_cell(tl, "running", num(it.running));
     set_cell(tl, "waiting", num(it.waiting));
+    set_cell(tl, "ceilings", sp.hardware.ceilings_source);
     rows.push_back(std::move(tl));
   }
   return rows;

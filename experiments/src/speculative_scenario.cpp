@@ -14,7 +14,7 @@ std::vector<Row> speculative_rows(const Params& p) {
     if (p.at("draft") == "none") throw Error("drafter 'model' needs parameter 'draft' (a draft model)");
     s.draft = load_model(p.at("draft"));
   }
-  s.hardware = load_hardware(p.at("hardware"), parse_ceilings_mode(p.at("ceilings")));
+  s.hardware = load_hardware(p.at("hardware"), p.at("ceilings"));
   s.options = OpOptions{param_precision(p, s.target), AttentionVariant::flash, true};
   s.batch = param_int(p, "batch");
   s.context = param_int(p, "context");
@@ -39,7 +39,8 @@ std::vector<Row> speculative_rows(const Params& p) {
               {"optimal_speedup", num(m.speedup(alpha, best))},
               {"tokens_per_s", num(double(s.batch) * e / (r.verify_s + r.draft_s))},
               {"target_weights_bytes", num(weight_bytes(s.target, s.options.precision.weight))},
-              {"extra_memory_bytes", num(m.extra_memory_bytes(gamma))}}};
+              {"extra_memory_bytes", num(m.extra_memory_bytes(gamma))},
+              {"ceilings", s.hardware.ceilings_source}}};
 }
 
 }  // namespace inferlab

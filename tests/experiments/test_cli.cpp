@@ -56,7 +56,8 @@ void expect_failure(const std::string& args, const std::string& needle) {
 TEST(Cli, ModelPrintsPerOpTableAndTotals) {
   const Result r = cli("model --model llama-2-7b --hardware a100-sxm-80gb --phase decode --batch 1 --context 4096");
   ASSERT_EQ(r.status, 0) << r.all;
-  for (const char* s : {"qkv_proj", "attention/flash", "down_proj", "lm_head", "total", "memory-bound", "ridge 153.0"})
+  for (const char* s : {"qkv_proj", "attention/flash", "down_proj", "lm_head", "total", "memory-bound",
+                        "ceilings datasheet", "ridge 153 FLOP/B (fp16)"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
@@ -113,6 +114,39 @@ TEST(Cli, MemoryGivesTheTwoGibKvOfTheWorkedExample) {
   ASSERT_EQ(text.status, 0) << text.all;
   for (const char* s : {"2.15 GB (2.00 GiB)", "fits", "largest batch", "paged", "contiguous"})
     EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text.out;
+}
+
+// Every verb that predicts takes --ceilings and names the ceilings it used; the default is the
+// datasheet for every GPU, so the H100's ridge is one number wherever it is shown.
+TEST(Cli, EveryVerbTakesAndLabelsItsCeilings) {
+  const auto list = nlohmann::json::parse(cli("list --json").out);
+  double ridge_list = 0;
+  for (const auto& h : list["hardware"]) {
+    EXPECT_EQ(h["ceilings"], "datasheet") << h["id"];
+    if (h["id"] == "h100-sxm-80gb") ridge_list = h["ridge_bf16"].get<double>();
+  }
+  EXPECT_NEAR(ridge_list, 989.4 / 3.35, 0.1);
+  const auto model = nlohmann::json::parse(cli("model --model llama-3-8b --hardware h100-sxm-80gb --context 512 --json").out);
+  EXPECT_EQ(model["hardware"]["ceilings"], "datasheet");
+  for (const auto& op : model["ops"])
+    if (op["op"] == "total") EXPECT_NEAR(op["ridge"].get<double>(), ridge_list, 1e-6);  // rows keep 10 digits
+  const std::string measured = " --hardware h100-sxm-80gb --ceilings measured --json";
+  for (const std::string& verb : {std::string("model --model llama-3-8b --context 512"),
+                                  std::string("memory --model llama-3-8b --context 512"),
+                                  std::string("serve --model llama-3-8b --requests 20")}) {
+    const Result r = cli(verb + measured);
+    ASSERT_EQ(r.status, 0) << verb << "\n" << r.all;
+    EXPECT_NE(nlohmann::json::parse(r.out)["hardware"]["ceilings"].get<std::string>().find("measured"), std::string::npos)
+        << verb;
+  }
+  EXPECT_NE(cli("list --ceilings measured").all.find("no measured ceilings for a100"), std::string::npos);
+  const Result text = cli("list --ceilings auto");
+  EXPECT_EQ(text.status, 0) << text.all;
+  EXPECT_NE(text.out.find("ceilings: auto"), std::string::npos) << text.out;
+  expect_failure("model --model llama-3-8b --hardware h200-sxm --context 8 --ceilings measured",
+                 "no measured ceilings for h200-sxm");
+  expect_failure("memory --model llama-3-8b --hardware h100-sxm-80gb --context 8 --ceilings sometimes",
+                 "unknown ceilings 'sometimes'");
 }
 
 TEST(Cli, ListShowsModelsHardwareAndSpecs) {

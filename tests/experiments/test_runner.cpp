@@ -127,6 +127,35 @@ TEST_F(Runner, RefusesToMixResultsOfAChangedSpec) {
   EXPECT_EQ(run_spec(s2, fresh, no_gpu()).ran, 8);
 }
 
+// Only the H100 has a measured file: `auto` across GPUs would compare a measurement with a
+// datasheet. The runner refuses it; the default (datasheet) and an explicit choice run.
+TEST_F(Runner, CeilingsAreNeverMixedSilently) {
+  const std::string spec = "scenario: model\nfixed: {model: llama-2-7b, context: 512, ceilings: auto}\n"
+                           "sweep: {hardware: [a100-sxm-80gb, h100-sxm-80gb]}\n";
+  expect_error(spec, "would mix datasheet figures with measured h100-sxm-80gb.measured.json");
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "x.csv"));
+  const std::string plain = "scenario: model\nfixed: {model: llama-2-7b, context: 512}\n"
+                            "sweep: {hardware: [a100-sxm-80gb, h100-sxm-80gb]}\n";
+  const RunResult r = run_spec(parse_spec(plain, dir_ / "x.yaml"), options(), no_gpu());
+  for (const auto& row : read_csv(r.csv).rows) EXPECT_EQ(row.at("ceilings"), "datasheet");
+  EXPECT_EQ(read_json_file(r.provenance)["ceilings"], nlohmann::json::array({"datasheet"}));
+  // --ceilings sets them on every point; a spec that sets them too is an error naming its line.
+  RunOptions o = options();
+  o.ceilings = "measured";
+  o.out_dir = dir_ / "measured";
+  const std::string h100 = "scenario: model\nfixed: {model: llama-2-7b, context: 512, hardware: h100-sxm-80gb}\n";
+  for (const auto& row : read_csv(run_spec(parse_spec(h100, dir_ / "y.yaml"), o, no_gpu()).csv).rows)
+    EXPECT_NE(row.at("ceilings").find("measured"), std::string::npos);
+  try {
+    run_spec(parse_spec(spec, dir_ / "x.yaml"), o, no_gpu());
+    ADD_FAILURE() << "--ceilings and the spec's ceilings both accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.yaml:2: the spec sets ceilings (auto) and --ceilings measured"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(Runner, BadPointIsReportedWithItsLineBeforeAnythingIsWritten) {
   std::string bad = kSpec;
   bad.replace(bad.find("[1, 4, 16]"), 10, "[1, 0, 16]");

@@ -25,7 +25,7 @@ with tempfile.TemporaryDirectory() as d:
     with open(model_csv, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["hardware", "phase", "batch", "op", "ai", "flops", "predicted_s", "measured_s", "peak_flops",
-                    "bandwidth", "compute_dtype", "ridge"])
+                    "bandwidth", "compute_dtype", "ridge", "ceilings"])
         for hw, peak, bw in (("a100", 312e12, 2.039e12), ("h100", 989e12, 3.35e12)):
             for phase, ai in (("decode", 1.0), ("prefill", 900.0)):
                 for b in (1, 8, 64):
@@ -33,8 +33,9 @@ with tempfile.TemporaryDirectory() as d:
                         flops = 1e12 * k
                         t = max(flops / peak, flops / (ai * k * b) / bw)
                         w.writerow([hw, phase, b, op, ai * k * b, flops, t, t * 1.2 if op != "total" else "", peak, bw,
-                                    "fp16", peak / bw])
-                w.writerow([hw, phase, 1, "rope", 0.6, 1e9, 1e-5, "", 19.5e12, bw, "fp32-vector", 19.5e12 / bw])
+                                    "fp16", peak / bw, "datasheet"])
+                w.writerow([hw, phase, 1, "rope", 0.6, 1e9, 1e-5, "", 19.5e12, bw, "fp32-vector", 19.5e12 / bw,
+                            "datasheet"])
     mem_csv = os.path.join(d, "mem.csv")
     with open(mem_csv, "w", newline="") as f:
         w = csv.writer(f)
@@ -132,7 +133,9 @@ with tempfile.TemporaryDirectory() as d:
             svg = f.read()
         # What each figure must show: predict-only rows still draw the dashed model curve, a panel
         # without values says so, a wrapped facet gives one titled panel per shape, bars are drawn.
-        expect = {"lf": ["shape=4096x4096", "shape=1024x4096", "dashed: predicted_speedup"],
+        # Figures over rows with a ceilings column name them.
+        expect = {"r": ["ceilings: datasheet"], "l": ["ceilings: datasheet"],
+                  "lf": ["shape=4096x4096", "shape=1024x4096", "dashed: predicted_speedup"],
                   "lp": ["dashed: predicted_speedup"], "b": ["14336x4096"], "be": ["no values of rel_error"]}
         for needle in expect.get(plot["name"], []):
             if needle not in svg:

@@ -6,6 +6,8 @@
 // Guarantees:
 // - Bad input (unknown scenario, parameter, model, hardware, dtype, size) is found for every point
 //   before anything is written: the error names the spec file and line.
+// - Ceilings: a point with `ceilings: auto` takes the measured file where one exists; a spec whose
+//   auto points would mix measured and datasheet figures is refused (set datasheet or measured).
 // - Files are replaced atomically (temporary file + rename), never half-written.
 // - A run interrupted (Ctrl-C, a killed process) resumes: rerunning the same command keeps the rows
 //   already written and runs only the missing points. A results file written by a different spec
@@ -27,6 +29,7 @@ struct RunOptions {
   bool plots = true;
   bool progress = true;     // progress lines on stderr
   std::filesystem::path out_dir;
+  std::string ceilings;     // set `ceilings` on every point whose scenario takes it (a spec setting it too is an error)
   int64_t stop_after = -1;  // tests: behave as if interrupted after this many new points
 };
 
