@@ -119,7 +119,7 @@ Hardware hardware_of_this_gpu() {
   if (!gpu.present) throw Error("no GPU: " + gpu.reason);
   const std::string id = hardware_for_device(gpu.name);
   if (id.empty()) throw Error("no data/hardware file lists " + gpu.name);
-  return load_hardware(id);
+  return load_hardware(id, CeilingsMode::automatic);  // benchmarks on this GPU: its measured ceilings where they exist
 }
 
 }  // namespace inferlab
