@@ -590,7 +590,7 @@ int main(int argc, char** argv) {
   add_param(model, model_p, "--batch", "batch", "sequences in the step (default 1)");
   add_param(model, model_p, "--context", "context", "prompt tokens (prefill) or tokens attended (decode)", true);
   add_param(model, model_p, "--attention", "attention", "flash (default) or naive");
-  add_param(model, model_p, "--kv-heads", "kv_heads", "config (default), mha, mqa, gqa-N or a count");
+  add_param(model, model_p, "--kv-heads", "kv_heads", "config (default), mha, mqa or the number of KV heads (GQA-8: 8)");
   add_param(model, model_p, "--tp", "tp", "tensor-parallel degree: divides the heads (default 1)");
   add_param(model, model_p, "--pp", "pp", "pipeline-parallel stages (default 1)");
   add_param(model, model_p, "--microbatches", "microbatches", "micro-batches of the pipeline schedule (default 1)");
@@ -611,7 +611,7 @@ int main(int argc, char** argv) {
   add_param(memory, memory_p, "--max-len", "max_len", "contiguous reservation per sequence (default: model max)");
   add_param(memory, memory_p, "--prefill-chunk", "prefill_chunk", "tokens per prefill pass, 0 = whole prompt (default 8192)");
   add_param(memory, memory_p, "--attention", "attention", "flash (default) or naive");
-  add_param(memory, memory_p, "--kv-heads", "kv_heads", "config (default), mha, mqa, gqa-N or a count");
+  add_param(memory, memory_p, "--kv-heads", "kv_heads", "config (default), mha, mqa or the number of KV heads (GQA-8: 8)");
   add_param(memory, memory_p, "--reserve-gib", "reserve_gib", "memory set aside on the device (default 0)");
   memory->add_flag_function("--no-rolling-window", [&](std::int64_t) { memory_p["rolling_window"] = "false"; },
                             "keep every token of a sliding-window model in the KV cache");

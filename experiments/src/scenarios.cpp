@@ -16,6 +16,9 @@ const std::string& get(const Params& p, const std::string& name) {
   return it->second;
 }
 
+const char* const kKvHeadsHelp =
+    "config (the model's), mha, mqa or the number of KV heads (GQA-8: 8 KV heads, each shared by a group of query heads)";
+
 const std::vector<ParamInfo> kPrecisionParams = {
     {"dtype", "model", "element type of weights, activations and KV cache ('model': the config's torch_dtype)"},
     {"weight_dtype", "", "overrides dtype for weights"},
@@ -37,7 +40,7 @@ std::vector<ParamInfo> step_params() {
                          {"context", "", "prefill: prompt tokens; decode: tokens attended (the new one included)"},
                          {"attention", "flash", "naive or flash"},
                          {"causal", "true", "causal mask in prefill"},
-                         {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"},
+                         {"kv_heads", "config", kKvHeadsHelp},
                          {"weight_format", "none",
                           "weights of the layer GEMMs (qkv/o/gate_up/down): none (dense in the weight dtype), " +
                               join(known_weight_formats(), ", ")},
@@ -362,7 +365,7 @@ AttentionPoint evaluate_attention_point(const Params& p) {
   auto& a = ap.shape;
   a.heads = param_int(p, "heads");
   a.head_dim = param_int(p, "head_dim");
-  // kv_heads relative to the query heads, as for models: mha, mqa, gqa-N or a count.
+  // kv_heads relative to the query heads, as for models: mha, mqa or the number of KV heads.
   ModelConfig probe;
   probe.name = "attention";
   probe.heads = a.heads;
@@ -387,9 +390,7 @@ AttentionPoint evaluate_attention_point(const Params& p) {
 
 std::vector<Row> attention_rows(const AttentionPoint& ap) {
   Row r = op_row(ap.cost, ap.prediction, ap.prediction.total_s);
-  r.insert(r.begin() + 3, {"attention_kind", ap.shape.kv_heads == ap.shape.heads ? std::string("MHA")
-                                             : ap.shape.kv_heads == 1         ? std::string("MQA")
-                                                                              : "GQA-" + std::to_string(ap.shape.heads / ap.shape.kv_heads)});
+  r.insert(r.begin() + 3, {"attention_kind", attention_kind_of(ap.shape.heads, ap.shape.kv_heads)});
   r.insert(r.begin() + 4, {"batch_used", num(ap.shape.batch)});
   r.insert(r.begin() + 5, {"kv_heads_count", num(ap.shape.kv_heads)});
   r.emplace_back("ceilings", ap.hardware.ceilings_source);
@@ -404,11 +405,6 @@ int64_t kv_heads_param(const Params& p, int64_t heads) {
   probe.heads = heads;
   probe.kv_heads = heads;
   return with_kv_heads(probe, get(p, "kv_heads")).kv_heads;
-}
-std::string kind_of(int64_t heads, int64_t kv_heads) {
-  if (kv_heads == heads) return "MHA";
-  if (kv_heads == 1) return "MQA";
-  return "GQA-" + std::to_string(heads / kv_heads);
 }
 }  // namespace
 
@@ -444,7 +440,7 @@ DecodePoint evaluate_decode_point(const Params& p) {
 std::vector<Row> decode_rows(const DecodePoint& dp) {
   Row r = op_row(dp.cost, dp.prediction, dp.prediction.total_s);
   set_cell(r, "variant", dp.variant);
-  r.insert(r.begin() + 3, {"attention_kind", kind_of(dp.shape.heads, dp.shape.kv_heads)});
+  r.insert(r.begin() + 3, {"attention_kind", attention_kind_of(dp.shape.heads, dp.shape.kv_heads)});
   r.insert(r.begin() + 4, {"splits", num(dp.shape.splits)});
   r.insert(r.begin() + 5, {"kv_heads_count", num(dp.shape.kv_heads)});
   r.emplace_back("ceilings", dp.hardware.ceilings_source);
@@ -499,7 +495,7 @@ const std::vector<Scenario>& scenarios() {
                        {"batch", "1", "sequences"},
                        {"context", "", "tokens per sequence"},
                        {"attention", "flash", "naive or flash (naive materializes the scores)"},
-                       {"kv_heads", "config", "config, mha, mqa, gqa-N or a count"},
+                       {"kv_heads", "config", kKvHeadsHelp},
                        {"prefill_chunk", "8192", "tokens per prefill pass (0: whole prompt)"},
                        {"rolling_window", "true", "keep only the sliding window in the KV cache"},
                        {"reserve_gib", "0", "memory set aside on the device"},
@@ -518,7 +514,7 @@ const std::vector<Scenario>& scenarios() {
         {"tokens", "0", "batch x seq; batch = tokens / seq when set"},
         {"seq", "", "query = key length"},
         {"heads", "16", "query heads"},
-        {"kv_heads", "mha", "mha, mqa, gqa-N or a count"},
+        {"kv_heads", "mha", "mha, mqa or the number of KV heads (GQA-8: 8 KV heads, each shared by a group of query heads)"},
         {"head_dim", "128", "64 or 128"},
         {"causal", "false", "causal mask"}},
        [](const Params& p) { return attention_rows(evaluate_attention_point(p)); },
@@ -535,7 +531,7 @@ const std::vector<Scenario>& scenarios() {
         {"batch", "1", "sequences"},
         {"context", "", "tokens in every sequence's cache"},
         {"heads", "32", "query heads"},
-        {"kv_heads", "8", "mha, mqa, gqa-N or a count"},
+        {"kv_heads", "8", "mha, mqa or the number of KV heads (GQA-8: 8 KV heads, each shared by a group of query heads)"},
         {"head_dim", "128", "64 or 128"}},
        [](const Params& p) { return decode_rows(evaluate_decode_point(p)); },
        decode_preflight(),
@@ -556,7 +552,7 @@ const std::vector<Scenario>& scenarios() {
        "KV memory over a served request trace: contiguous max-length reservation vs paged blocks (8/16/32), "
        "measured from the real allocator and predicted by sim/memory",
        {{"model", "", "model name or path to a config.json"},
-        {"kv_heads", "config", "config, mha, mqa, gqa-N or a count"},
+        {"kv_heads", "config", kKvHeadsHelp},
         {"dtype", "model", "KV cache element type ('model': the config's torch_dtype)"},
         {"seed", "1", "trace seed"},
         {"requests", "500", "requests in the trace"},

@@ -45,7 +45,7 @@ int64_t ModelConfig::kv_elements_per_token_per_layer() const {
 std::string attention_kind_of(int64_t heads, int64_t kv_heads) {
   if (kv_heads == heads) return "MHA";
   if (kv_heads == 1) return "MQA";
-  return "GQA-" + std::to_string(heads / kv_heads);
+  return "GQA-" + std::to_string(kv_heads);
 }
 
 std::string ModelConfig::attention_kind() const { return mla ? "MLA" : attention_kind_of(heads, kv_heads); }
@@ -118,14 +118,13 @@ ModelConfig with_kv_heads(ModelConfig m, const std::string& kv_heads) {
   if (m.mla)
     throw Error("kv_heads '" + kv_heads + "': " + m.name +
                 " uses multi-head latent attention (one cached latent per token for all heads); only 'config' applies");
+  if (k.rfind("gqa", 0) == 0)
+    throw Error("kv_heads '" + kv_heads +
+                "' is ambiguous: earlier inferlab versions read gqa-N as N query heads per KV head, while the "
+                "literature's GQA-N (Ainslie et al. 2023) has N KV-head groups. Give the number of KV heads instead "
+                "(GQA-8 = 8), or mha / mqa");
   int64_t n = 0;
-  if (k.rfind("gqa-", 0) == 0) {
-    const int64_t group = positive_integer(k.substr(4));
-    if (group <= 0 || m.heads % group != 0)
-      throw Error("kv_heads '" + kv_heads + "': the group size must divide the " + std::to_string(m.heads) +
-                  " query heads of " + m.name);
-    n = m.heads / group;
-  } else if (k == "mha") {
+  if (k == "mha") {
     n = m.heads;
   } else if (k == "mqa") {
     n = 1;

@@ -176,6 +176,8 @@ TEST(Cli, BadInputFailsWithAClearMessage) {
   expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 0", "'context' must be at least 1");
   expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --batch -2", "'batch' must be at least 1");
   expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --kv-heads 5", "does not divide");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --kv-heads gqa-8",
+                 "the literature's GQA-N (Ainslie et al. 2023) has N KV-head groups");
   expect_failure("model --model llama-2-7b --hardware a100-sxm-80gb --context 8 --dtype fp8", "no dense tensor-core rate");
   expect_failure("memory --model llama-2-7b --context ten", "must be an integer");
   expect_failure("model --hardware h100-sxm-80gb --context 8", "--model is required");

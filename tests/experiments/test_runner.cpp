@@ -250,7 +250,7 @@ namespace {
 TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
   const Scenario& s = find_scenario("attention");
   const Params p = complete_params(s, {{"hardware", "h100-sxm-80gb"}, {"ceilings", "datasheet"}, {"seq", "2048"},
-                                       {"tokens", "16384"}, {"kv_heads", "gqa-8"}, {"causal", "true"}});
+                                       {"tokens", "16384"}, {"kv_heads", "2"}, {"causal", "true"}});
   const AttentionPoint ap = evaluate_attention_point(p);
   EXPECT_EQ(ap.shape.batch, 8);
   EXPECT_EQ(ap.shape.kv_heads, 2);
@@ -258,7 +258,8 @@ TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
   EXPECT_DOUBLE_EQ(ap.cost.flops, 4.0 * 8 * 16 * 128 * (2048.0 * 2049.0 / 2));
   const auto rows = attention_rows(ap);
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(get_cell(rows[0], "attention_kind"), "GQA-8");
+  EXPECT_EQ(get_cell(rows[0], "attention_kind"), "GQA-2");  // 2 KV heads for 16 query heads
+  EXPECT_EQ(get_cell(rows[0], "kv_heads_count"), "2");
   EXPECT_EQ(get_cell(rows[0], "bound"), "compute");
   EXPECT_TRUE(get_cell(rows[0], "measured_s").empty());
   EXPECT_THROW(evaluate_attention_point(complete_params(s, {{"hardware", "h100-sxm-80gb"}, {"seq", "3000"},

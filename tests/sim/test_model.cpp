@@ -213,15 +213,27 @@ TEST(Model, AttentionKinds) {
   const auto l70 = load_model("llama-2-70b");
   EXPECT_EQ(l70.heads, 64);
   EXPECT_EQ(l70.kv_heads, 8);
+  // The literature's GQA-G has G KV-head groups (Ainslie et al. 2023): Llama-2-70B and Llama-3-8B
+  // both have 8 KV heads, GQA-8, whatever their query heads.
   EXPECT_EQ(l70.attention_kind(), "GQA-8");
+  EXPECT_EQ(load_model("llama-3-8b").attention_kind(), "GQA-8");
+  EXPECT_EQ(load_model("gemma-2-9b").attention_kind(), "GQA-8");
   EXPECT_EQ(with_kv_heads(l70, "mqa").attention_kind(), "MQA");
   EXPECT_EQ(with_kv_heads(l70, "mha").kv_heads, 64);
-  EXPECT_EQ(with_kv_heads(load_model("llama-2-7b"), "gqa-8").kv_heads, 4);
-  EXPECT_EQ(with_kv_heads(l70, "16").kv_heads, 16);
+  const auto l7 = with_kv_heads(load_model("llama-2-7b"), "8");
+  EXPECT_EQ(l7.kv_heads, 8);
+  EXPECT_EQ(l7.attention_kind(), "GQA-8");
+  EXPECT_EQ(with_kv_heads(l70, "16").attention_kind(), "GQA-16");
   EXPECT_EQ(with_kv_heads(l70, "config").kv_heads, 8);
+  EXPECT_EQ(attention_kind_of(16, 2), "GQA-2");
   EXPECT_NE(error_of([&] { with_kv_heads(l70, "48"); }).find("does not divide"), std::string::npos);
-  EXPECT_NE(error_of([&] { with_kv_heads(l70, "gqa-3"); }).find("must divide"), std::string::npos);
   EXPECT_NE(error_of([&] { with_kv_heads(l70, "lots"); }).find("kv_heads"), std::string::npos);
+  // The spelling gqa-N meant N query heads per KV head in earlier versions: refused, with the convention.
+  for (const char* old : {"gqa-8", "GQA-4", "gqa8"}) {
+    const std::string msg = error_of([&] { with_kv_heads(l70, old); });
+    EXPECT_NE(msg.find("ambiguous"), std::string::npos) << old;
+    EXPECT_NE(msg.find("GQA-8 = 8"), std::string::npos) << msg;
+  }
 }
 
 TEST(Model, MistralHasSlidingWindow) {
