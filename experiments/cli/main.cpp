@@ -310,10 +310,18 @@ int cmd_memory(const Params& p, bool json) {
   fmt::print("batch {} · context {} · {}\n\n", mp.batch, mp.context, precision_text(mp.options.precision));
   fmt::print("  weights      {:>26}   {:.3f} B params x {} B\n", gb(b.weights), m.total_params() / 1e9,
              dtype_bytes(mp.options.precision.weight));
-  fmt::print("  KV cache     {:>26}   {} seq x {} tokens x {} B/token (2 x {} layers x {} KV heads x {} x {} B){}\n",
-             gb(b.kv_cache), mp.batch, b.kv_tokens_per_sequence, kv_bytes_per_token(m, mp.options.precision.kv) ,
-             m.layers, m.kv_heads, m.head_dim, dtype_bytes(mp.options.precision.kv),
-             b.kv_tokens_per_sequence < mp.context ? " (rolling sliding window)" : "");
+  const double kvb = dtype_bytes(mp.options.precision.kv);
+  const std::string per_layer =
+      m.mla ? fmt::format("latent {} + RoPE key {}", m.mla->kv_lora_rank, m.mla->qk_rope_head_dim)
+            : fmt::format("2 x {} KV heads x {}", m.kv_heads, m.head_dim);
+  fmt::print("  KV cache     {:>26}   {} seq x {} layer-tokens x {} B ({} values of {} B a token and layer)\n",
+             gb(b.kv_cache), mp.batch, b.kv_layer_tokens, m.kv_elements_per_token_per_layer() * kvb, per_layer, kvb);
+  if (b.kv_layer_tokens < m.layers * mp.context) {
+    std::string held = fmt::format("{} windowed layers x {} tokens (rolling window)", m.window_layer_count(),
+                                   b.kv_tokens_per_sequence < mp.context ? b.kv_tokens_per_sequence : *m.sliding_window);
+    if (m.global_layer_count()) held = fmt::format("{} global layers x {} tokens + ", m.global_layer_count(), mp.context) + held;
+    fmt::print("  {:<42}layer-tokens: {}\n", "", held);
+  }
   fmt::print("  activations  {:>26}   peak of one pass ({} attention, prefill chunk {})\n", gb(b.activations),
              attention_variant_name(mp.options.attention),
              mp.options.prefill_chunk ? std::to_string(mp.options.prefill_chunk) : std::string("whole prompt"));
@@ -325,8 +333,11 @@ int cmd_memory(const Params& p, bool json) {
                mp.hardware.ceilings_source,
                b.total() <= cap ? "fits" : "does NOT fit",
                b.total() <= cap ? gb(cap - b.total()) + " free" : gb(b.total() - cap) + " over");
-    fmt::print("  largest batch at {} tokens: {};  longest context at batch {}: {} tokens (model max {})\n\n",
-               mp.context, mp.max_batch, mp.batch, mp.max_context, m.max_positions);
+    const std::string why = mp.max_context_limit == "memory"        ? "memory-bound"
+                            : mp.max_context_limit == "max positions" ? "the model's limit; memory would hold more"
+                                                                      : "the search's cap; memory would hold more";
+    fmt::print("  largest batch at {} tokens: {};  longest context at batch {}: {} tokens ({})\n\n", mp.context,
+               mp.max_batch, mp.batch, mp.max_context, why);
   }
   fmt::print("KV reservation for {} x {} tokens:\n", mp.batch, mp.context);
   for (const KvReservation* r : {&mp.contiguous, &mp.paged}) {
@@ -590,6 +601,8 @@ int main(int argc, char** argv) {
   add_param(model, model_p, "--batch", "batch", "sequences in the step (default 1)");
   add_param(model, model_p, "--context", "context", "prompt tokens (prefill) or tokens attended (decode)", true);
   add_param(model, model_p, "--attention", "attention", "flash (default) or naive");
+  add_param(model, model_p, "--max-positions", "max_positions",
+            "longest context: model (default: the config's max_position_embeddings) or a number to compute past it");
   add_param(model, model_p, "--kv-heads", "kv_heads", "config (default), mha, mqa or the number of KV heads (GQA-8: 8)");
   add_param(model, model_p, "--tp", "tp", "tensor-parallel degree: divides the heads (default 1)");
   add_param(model, model_p, "--pp", "pp", "pipeline-parallel stages (default 1)");
@@ -611,6 +624,8 @@ int main(int argc, char** argv) {
   add_param(memory, memory_p, "--max-len", "max_len", "contiguous reservation per sequence (default: model max)");
   add_param(memory, memory_p, "--prefill-chunk", "prefill_chunk", "tokens per prefill pass, 0 = whole prompt (default 8192)");
   add_param(memory, memory_p, "--attention", "attention", "flash (default) or naive");
+  add_param(memory, memory_p, "--max-positions", "max_positions",
+            "longest context: model (default: the config's max_position_embeddings) or a number to compute past it");
   add_param(memory, memory_p, "--kv-heads", "kv_heads", "config (default), mha, mqa or the number of KV heads (GQA-8: 8)");
   add_param(memory, memory_p, "--reserve-gib", "reserve_gib", "memory set aside on the device (default 0)");
   memory->add_flag_function("--no-rolling-window", [&](std::int64_t) { memory_p["rolling_window"] = "false"; },
@@ -643,6 +658,8 @@ int main(int argc, char** argv) {
   add_param(serve, serve_p, "--kv", "kv", "paged (default) or contiguous");
   add_param(serve, serve_p, "--block-size", "block_size", "paged KV block size in tokens (default 16)");
   add_param(serve, serve_p, "--max-len", "max_len", "longest request served, prompt + output (default: model max)");
+  add_param(serve, serve_p, "--max-positions", "max_positions",
+            "longest request the model takes: model (default) or a number to compute past it");
   add_param(serve, serve_p, "--max-batch", "max_batch", "sequences admitted at once (default 256)");
   add_param(serve, serve_p, "--max-batch-tokens", "max_batch_tokens",
             "tokens per pass (default: 2048 chunked, else max(max_len, 2048))");

@@ -19,6 +19,9 @@ const std::string& get(const Params& p, const std::string& name) {
 const char* const kKvHeadsHelp =
     "config (the model's), mha, mqa or the number of KV heads (GQA-8: 8 KV heads, each shared by a group of query heads)";
 
+const char* const kMaxPositionsHelp =
+    "longest context allowed: 'model' (the config's max_position_embeddings) or a number (to compute past it)";
+
 const std::vector<ParamInfo> kPrecisionParams = {
     {"dtype", "model", "element type of weights, activations and KV cache ('model': the config's torch_dtype)"},
     {"weight_dtype", "", "overrides dtype for weights"},
@@ -41,6 +44,7 @@ std::vector<ParamInfo> step_params() {
                          {"attention", "flash", "naive or flash"},
                          {"causal", "true", "causal mask in prefill"},
                          {"kv_heads", "config", kKvHeadsHelp},
+                         {"max_positions", "model", kMaxPositionsHelp},
                          {"weight_format", "none",
                           "weights of the layer GEMMs (qkv/o/gate_up/down): none (dense in the weight dtype), " +
                               join(known_weight_formats(), ", ")},
@@ -95,11 +99,28 @@ std::optional<WeightFormat> param_weight_format(const Params& p) {
   }
 }
 
+int64_t param_max_positions(const Params& p, const ModelConfig& m) {
+  auto it = p.find("max_positions");
+  if (it == p.end() || it->second == "model") return m.max_positions;
+  return param_int(p, "max_positions");
+}
+
+void check_context(const Params& p, const ModelConfig& m, int64_t tokens, const std::string& what) {
+  const int64_t limit = param_max_positions(p, m);
+  if (limit <= 0 || tokens <= limit) return;
+  const bool own = p.count("max_positions") && p.at("max_positions") != "model";
+  throw Error(what + " " + std::to_string(tokens) + " exceeds " +
+              (own ? "max_positions " + std::to_string(limit)
+                   : m.name + "'s max_position_embeddings " + std::to_string(limit) + " (what it was trained for)") +
+              "; set parameter 'max_positions' (--max-positions) to compute past it");
+}
+
 ModelPoint evaluate_model_point(const Params& p) {
   ModelPoint mp;
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
   mp.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   mp.step = make_step(parse_phase(get(p, "phase")), param_int(p, "batch"), param_int(p, "context"));
+  check_context(p, mp.model, mp.step.context(), "context");
   mp.options.precision = param_precision(p, mp.model);
   mp.options.attention = parse_attention_variant(get(p, "attention"));
   mp.options.causal = param_bool(p, "causal");
@@ -311,19 +332,28 @@ MemoryPoint evaluate_memory_point(const Params& p) {
   if (reserve_gib < 0) throw Error("parameter 'reserve_gib' must not be negative");
   mp.options.reserve_bytes = reserve_gib * 1024.0 * 1024.0 * 1024.0;
   mp.block_size = param_int(p, "block_size");
+  check_context(p, mp.model, mp.context, "context");
+  mp.max_positions = param_max_positions(p, mp.model);
   mp.max_len = param_int(p, "max_len", 0);
-  if (mp.max_len == 0) mp.max_len = mp.model.max_positions > 0 ? mp.model.max_positions : mp.context;
+  if (mp.max_len == 0) mp.max_len = mp.max_positions > 0 ? mp.max_positions : mp.context;
+  check_context(p, mp.model, mp.max_len, "max_len");
   if (mp.context > mp.max_len)
     throw Error("context " + std::to_string(mp.context) + " exceeds max_len " + std::to_string(mp.max_len) +
                 " (the longest sequence a contiguous cache reserves; set max_len)");
   mp.breakdown = memory_breakdown(mp.model, mp.batch, mp.context, mp.options);
   if (mp.has_hardware) {
     mp.max_batch = max_batch(mp.model, mp.context, mp.options, mp.hardware.memory_bytes);
-    mp.max_context = max_context(mp.model, mp.batch, mp.options, mp.hardware.memory_bytes);
+    // The longest context: what memory holds, never past the model's limit (a rolling window
+    // would let memory hold any length).
+    const int64_t cap = int64_t(1) << 24;
+    const int64_t limit = mp.max_positions > 0 ? std::min(mp.max_positions, cap) : cap;
+    mp.max_context = max_context(mp.model, mp.batch, mp.options, mp.hardware.memory_bytes, limit);
+    mp.max_context_limit = mp.max_context < limit ? "memory" : limit == mp.max_positions ? "max positions" : "search cap";
   }
-  const std::vector<int64_t> seqs(std::size_t(mp.batch), mp.context);
-  mp.contiguous = contiguous_kv(mp.model, mp.options.precision.kv, seqs, mp.max_len);
-  mp.paged = paged_kv(mp.model, mp.options.precision.kv, seqs, mp.block_size);
+  // Closed forms over the batch's identical sequences (a batch of 10^9 needs no list of them).
+  mp.contiguous = contiguous_kv(mp.model, mp.options.precision.kv, mp.batch, mp.context, mp.max_len,
+                                mp.options.rolling_window);
+  mp.paged = paged_kv(mp.model, mp.options.precision.kv, mp.batch, mp.context, mp.block_size, mp.options.rolling_window);
   return mp;
 }
 
@@ -346,7 +376,8 @@ std::vector<Row> memory_rows(const MemoryPoint& mp) {
               {"free_bytes", mp.has_hardware ? num(cap - b.total()) : ""},
               {"max_batch", mp.has_hardware ? num(mp.max_batch) : ""},
               {"max_context", mp.has_hardware ? num(mp.max_context) : ""},
-              {"max_positions", num(mp.model.max_positions)},
+              {"max_context_limit", mp.max_context_limit},
+              {"max_positions", num(mp.max_positions)},
               {"contiguous_max_len", num(mp.max_len)},
               {"contiguous_reserved_bytes", num(mp.contiguous.reserved)},
               {"contiguous_wasted_bytes", num(mp.contiguous.wasted())},
@@ -500,7 +531,8 @@ const std::vector<Scenario>& scenarios() {
                        {"rolling_window", "true", "keep only the sliding window in the KV cache"},
                        {"reserve_gib", "0", "memory set aside on the device"},
                        {"block_size", "16", "paged KV block size in tokens"},
-                       {"max_len", "0", "contiguous reservation per sequence (0: the model's max positions)"}}),
+                       {"max_len", "0", "contiguous reservation per sequence (0: max_positions)"},
+                       {"max_positions", "model", kMaxPositionsHelp}}),
        [](const Params& p) { return memory_rows(evaluate_memory_point(p)); },
        {},
        {}},
@@ -581,7 +613,8 @@ const std::vector<Scenario>& scenarios() {
                        {"priority", "prefill-first", "prefill-first or decode-first (continuous, chunked)"},
                        {"kv", "paged", "contiguous or paged"},
                        {"block_size", "16", "paged KV block size in tokens"},
-                       {"max_len", "0", "longest request (prompt + output) served; contiguous reserves it (0: the model's max positions)"},
+                       {"max_len", "0", "longest request (prompt + output) served; contiguous reserves it (0: max_positions)"},
+                       {"max_positions", "model", kMaxPositionsHelp},
                        {"max_batch", "256", "sequences admitted at once"},
                        {"max_batch_tokens", "0", "tokens per pass (0: 2048 chunked, else max(max_len, 2048))"},
                        {"gpu_memory_utilization", "0.9", "share of device memory the engine may use"},
@@ -606,6 +639,7 @@ const std::vector<Scenario>& scenarios() {
                        {"ceilings", "datasheet", kCeilingsHelp},
                        {"batch", "1", "sequences decoding together"},
                        {"context", "1024", "tokens each sequence holds"},
+                       {"max_positions", "model", kMaxPositionsHelp},
                        {"alpha", "", "acceptance rate of a drafted token, in [0, 1]"},
                        {"gamma", "", "tokens drafted per round"},
                        {"max_gamma", "10", "the optimal gamma is searched in 0..max_gamma"},

@@ -43,8 +43,9 @@ ServingPoint evaluate_serving_point(const Params& p) {
   c.kv = parse_kv_scheme(p.at("kv"));
   c.block_size = param_int(p, "block_size");
   c.max_len = param_int(p, "max_len", 0);
-  if (c.max_len == 0) c.max_len = sp.model.max_positions;
+  if (c.max_len == 0) c.max_len = param_max_positions(p, sp.model);
   if (c.max_len < 2) throw Error(sp.model.name + " states no max positions: set parameter 'max_len'");
+  check_context(p, sp.model, c.max_len, "max_len");
   c.max_batch = param_int(p, "max_batch");
   c.max_batch_tokens = param_int(p, "max_batch_tokens", 0);
   const double kv_gib = param_double(p, "kv_gib");

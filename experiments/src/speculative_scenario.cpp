@@ -18,6 +18,9 @@ std::vector<Row> speculative_rows(const Params& p) {
   s.options = OpOptions{param_precision(p, s.target), AttentionVariant::flash, true};
   s.batch = param_int(p, "batch");
   s.context = param_int(p, "context");
+  const int64_t longest = s.context + param_int(p, "max_gamma", 1) + 1;  // the longest verification pass
+  check_context(p, s.target, longest, "context + max_gamma + 1");
+  if (s.draft) check_context(p, *s.draft, longest, "context + max_gamma + 1");
   s.tp = param_int(p, "tp");
   s.draft_tp = param_int(p, "draft_tp");
   const double alpha = param_double(p, "alpha");

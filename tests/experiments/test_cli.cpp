@@ -149,6 +149,34 @@ TEST(Cli, EveryVerbTakesAndLabelsItsCeilings) {
                  "unknown ceilings 'sometimes'");
 }
 
+// One answer everywhere for a sliding-window model: the KV cache, both reservations and the
+// longest context agree, and a context past max_position_embeddings is refused by every verb alike.
+TEST(Cli, SlidingWindowMemoryAndContextLimitsAgree) {
+  const Result r = cli("memory --model mistral-7b --context 32768 --hardware h100-sxm-80gb --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto m = nlohmann::json::parse(r.out)["memory"];
+  const double kv = m["kv_cache_bytes"].get<double>();
+  EXPECT_DOUBLE_EQ(kv, 4096.0 * 32 * 2 * 8 * 128 * 2);  // the 4096-token window of each of the 32 layers
+  EXPECT_DOUBLE_EQ(m["contiguous_reserved_bytes"].get<double>(), kv);  // a rolling buffer of the window
+  EXPECT_DOUBLE_EQ(m["paged_reserved_bytes"].get<double>(), kv);       // 256 blocks of 16
+  EXPECT_EQ(m["paged_blocks"], 256);
+  EXPECT_EQ(m["max_context"], 32768);  // the model's limit, not the search's
+  EXPECT_EQ(m["max_context_limit"], "max positions");
+  const Result text = cli("memory --model mistral-7b --context 32768 --hardware h100-sxm-80gb");
+  EXPECT_NE(text.out.find("32768 tokens (the model's limit; memory would hold more)"), std::string::npos) << text.out;
+  // Gemma-2: half the layers hold the window, half every token.
+  const auto g = nlohmann::json::parse(cli("memory --model gemma-2-9b --context 8192 --dtype bf16 --json").out)["memory"];
+  EXPECT_DOUBLE_EQ(g["kv_cache_bytes"].get<double>(), (21.0 * 8192 + 21.0 * 4096) * 2 * 8 * 256 * 2);
+  EXPECT_DOUBLE_EQ(g["paged_reserved_bytes"].get<double>(), g["kv_cache_bytes"].get<double>());
+  // Past max_position_embeddings: the same refusal from model, memory and serve; --max-positions lifts it.
+  for (const std::string& verb : {std::string("model --hardware h100-sxm-80gb --context 8192"),
+                                  std::string("memory --context 8192"),
+                                  std::string("serve --hardware h100-sxm-80gb --requests 5 --max-len 8192")})
+    expect_failure(verb + " --model llama-2-7b", "exceeds llama-2-7b's max_position_embeddings 4096");
+  EXPECT_EQ(cli("model --model llama-2-7b --hardware h100-sxm-80gb --context 8192 --max-positions 8192").status, 0);
+  EXPECT_EQ(cli("memory --model llama-2-7b --context 8192 --max-positions 16384").status, 0);
+}
+
 TEST(Cli, ListShowsModelsHardwareAndSpecs) {
   const Result r = cli("list --json");
   ASSERT_EQ(r.status, 0) << r.all;

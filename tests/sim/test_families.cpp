@@ -127,6 +127,33 @@ TEST(Families, MlaPrefillIsExpandedAndAMixedBatchUsesBoth) {
   EXPECT_DOUBLE_EQ(both.bytes(TensorRole::kv_cache), 8.0 * 3000 * 576 * 2);
 }
 
+// The reservations of a batch in closed form equal the sum over its sequences, windowed or not, and
+// with a rolling window hold what the KV cache holds (nothing more is reserved for a sliding layer).
+TEST(Families, KvReservationsFollowTheWindow) {
+  for (const char* name : {"mistral-7b", "gemma-2-2b", "llama-3-8b", "deepseek-v2-lite"}) {
+    SCOPED_TRACE(name);
+    const auto m = load_model(name);
+    for (const int64_t tokens : {1, 17, 4096, 4097, 7000}) {
+      for (const bool rolling : {false, true}) {
+        const std::vector<int64_t> seqs(5, tokens);
+        const auto paged = paged_kv(m, DType::bf16, 5, tokens, 16, rolling);
+        EXPECT_EQ(paged.reserved, paged_kv(m, DType::bf16, seqs, 16, rolling).reserved);
+        EXPECT_EQ(paged.blocks, paged_kv(m, DType::bf16, seqs, 16, rolling).blocks);
+        EXPECT_DOUBLE_EQ(paged.used, kv_cache_bytes(m, 5, tokens, DType::bf16, rolling));
+        const auto contiguous = contiguous_kv(m, DType::bf16, 5, tokens, 8192, rolling);
+        EXPECT_EQ(contiguous.reserved, contiguous_kv(m, DType::bf16, seqs, 8192, rolling).reserved);
+        EXPECT_DOUBLE_EQ(contiguous.used, paged.used);
+      }
+    }
+  }
+  // A rolling buffer reserves the window, not the maximum length.
+  const auto mistral = load_model("mistral-7b");
+  EXPECT_DOUBLE_EQ(contiguous_kv(mistral, DType::bf16, 1, 100, 32768, true).reserved,
+                   kv_cache_bytes(mistral, 1, 4096, DType::bf16));
+  // A billion sequences cost no memory to count.
+  EXPECT_GT(paged_kv(mistral, DType::bf16, 1000000000, 4096, 16, true).blocks, 0);
+}
+
 // Pipeline stages cut the per-layer lists: DeepSeek-V3's dense layers all sit in the first stage,
 // and the stages' parameters add up to the model's.
 TEST(Families, PipelineStagesKeepTheirLayersKinds) {

@@ -84,6 +84,8 @@ struct MemoryPoint {
   MemoryOptions options;
   MemoryBreakdown breakdown;
   int64_t max_batch = 0, max_context = 0;
+  int64_t max_positions = 0;          // the context limit of the point (param_max_positions)
+  std::string max_context_limit;      // what bounds max_context: "memory", "max positions" or "search cap"
   KvReservation contiguous, paged;
 };
 MemoryPoint evaluate_memory_point(const Params& p);
@@ -158,5 +160,11 @@ double param_double(const Params& p, const std::string& name);
 bool param_bool(const Params& p, const std::string& name);
 Precision param_precision(const Params& p, const ModelConfig& m);  // dtype / weight_dtype / act_dtype / kv_dtype
 std::optional<WeightFormat> param_weight_format(const Params& p);  // weight_format: none (absent) or a format
+// The longest context a point may use: the model's max_position_embeddings ('model', the default),
+// or the number a point's max_positions gives (to compute past what the model was trained for);
+// 0: the config states none. check_context throws inferlab::Error when `tokens` exceed it, so that
+// model, memory, serving and speculative agree on what a model can hold.
+int64_t param_max_positions(const Params& p, const ModelConfig& m);
+void check_context(const Params& p, const ModelConfig& m, int64_t tokens, const std::string& what);
 
 }  // namespace inferlab
