@@ -680,7 +680,10 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run experiment specs: predict (and measure on a GPU), write rows, draw plots");
   run->add_option("specs", specs, "spec files (experiments/*.yaml)")->required();
   run->add_flag("--predict-only", run_opts.predict_only, "do not measure even when a GPU is present");
-  run->add_option("--out", out_dir, "output folder (default data/results/<gpu>, or data/results/model)");
+  run->add_option("--out", out_dir,
+                  "output folder (default out/<gpu>, or out/model when predicting; committed results: "
+                  "--out data/results/<gpu or model>, from a clean tree)");
+  run->add_flag("--allow-dirty", run_opts.allow_dirty, "write into data/results/ although the tree has uncommitted changes");
   run->add_flag("--fresh", run_opts.fresh, "replace results written by an earlier version of the spec");
   run->add_option("--ceilings", run_opts.ceilings,
                   std::string("ceilings of every point that takes them (the spec must not set them): ") + kCeilingsHelp);

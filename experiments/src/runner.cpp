@@ -50,11 +50,30 @@ std::string describe(const Params& given) {
 void request_stop() { g_stop.store(true); }
 
 fs::path default_out_dir(const GpuInfo& gpu, bool predict_only) {
-  return data_dir() / "results" / (predict_only || !gpu.present ? std::string("model") : gpu.slug());
+  return fs::current_path() / "out" / (predict_only || !gpu.present ? std::string("model") : gpu.slug());
 }
+
+namespace {
+// True when `dir` is data/results/ of the project or below it.
+bool inside_committed_results(const fs::path& dir) {
+  const fs::path results = fs::weakly_canonical(data_dir() / "results");
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir));
+  auto r = results.begin(), x = d.begin();
+  for (; r != results.end(); ++r, ++x)
+    if (x == d.end() || *x != *r) return false;
+  return true;
+}
+}  // namespace
 
 RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) {
   SignalGuard guard;
+  const fs::path out = opt.out_dir.empty() ? default_out_dir(gpu, opt.predict_only) : opt.out_dir;
+  if (!opt.allow_dirty && inside_committed_results(out)) {
+    const std::string commit = git_commit();
+    if (commit.size() > 6 && commit.compare(commit.size() - 6, 6, "+dirty") == 0)
+      throw Error(out.string() + " holds committed results, and the tree has uncommitted changes (git status): their "
+                  "provenance would record " + commit + ". Commit first, write elsewhere (--out), or pass --allow-dirty");
+  }
   const Scenario* scenario = nullptr;
   try {
     scenario = &find_scenario(spec.scenario);
@@ -124,7 +143,6 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
   else
     res.mode_reason = "measured on " + gpu.name;
 
-  const fs::path out = opt.out_dir.empty() ? default_out_dir(gpu, opt.predict_only) : opt.out_dir;
   res.csv = out / (spec.name + ".csv");
   res.provenance = out / (spec.name + ".json");
   const std::string spec_hash = fnv1a_hex(spec.text);

@@ -320,6 +320,38 @@ TEST(Cli, RunRejectsMalformedSpecWithoutWritingAnything) {
   fs::remove_all(dir);
 }
 
+// Without --out, run writes under out/ of the current folder; data/results/ (committed results) is
+// written only on purpose, and never from a tree with uncommitted changes.
+TEST(Cli, RunNeverWritesOverCommittedResultsByDefault) {
+  if (inferlab::run_command("git --version > /dev/null 2>&1", nullptr) != 0) GTEST_SKIP() << "no git";
+  const fs::path root = fs::temp_directory_path() / ("inferlab_cli_root_" + std::to_string(std::random_device{}()));
+  fs::create_directories(root / "data" / "models");
+  fs::create_directories(root / "data" / "hardware");
+  fs::create_directories(root / "data" / "results" / "model");
+  fs::copy_file(inferlab::data_dir() / "models" / "llama-2-7b.json", root / "data" / "models" / "llama-2-7b.json");
+  inferlab::write_file_atomic(root / "s.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 512}\n");
+  const std::string in_root = "cd '" + root.string() + "' && ";
+  ASSERT_EQ(inferlab::run_command(in_root + "git init -q && git add -A && git -c user.email=t@t -c user.name=t commit -qm t",
+                                  nullptr),
+            0);
+  const std::string run = in_root + "INFERLAB_ROOT='" + root.string() + "' " + inferlab::shell_quote(cli_path()) +
+                          " run s.yaml --no-plots";
+  std::string out;
+  EXPECT_EQ(inferlab::run_command(run + " 2>&1", &out), 0) << out;
+  EXPECT_TRUE(fs::exists(root / "out" / "model" / "s.csv"));
+  EXPECT_FALSE(fs::exists(root / "data" / "results" / "model" / "s.csv"));
+  // Into data/results: from the clean tree yes; after a change to the tree, refused unless --allow-dirty.
+  const std::string committed = " --out '" + (root / "data" / "results" / "model").string() + "'";
+  EXPECT_EQ(inferlab::run_command(run + committed + " 2>&1", &out), 0) << out;
+  const auto prov = inferlab::read_json_file(root / "data" / "results" / "model" / "s.json");
+  EXPECT_EQ(prov["commit"].get<std::string>().find("dirty"), std::string::npos) << prov["commit"];
+  inferlab::write_file_atomic(root / "s.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 1024}\n");
+  EXPECT_NE(inferlab::run_command(run + committed + " 2>&1", &out), 0);
+  EXPECT_NE(out.find("uncommitted changes"), std::string::npos) << out;
+  EXPECT_EQ(inferlab::run_command(run + committed + " --allow-dirty --fresh 2>&1", &out), 0) << out;
+  fs::remove_all(root);
+}
+
 TEST(Cli, RunDrawsTheSpecPlotsAndPlotRedrawsThem) {
   try {
     inferlab::plot_python();

@@ -25,6 +25,7 @@ namespace inferlab {
 
 struct RunOptions {
   bool predict_only = false;
+  bool allow_dirty = false; // write into data/results/ from a tree with uncommitted changes
   bool fresh = false;       // replace results written by another version of the spec
   bool plots = true;
   bool progress = true;     // progress lines on stderr
@@ -44,7 +45,9 @@ struct RunResult {
   std::string mode_reason; // why measured columns are empty, when they are
 };
 
-// The default output folder: data/results/<gpu slug>, or data/results/model when predicting only.
+// The default output folder: out/<gpu slug>, or out/model when predicting only, under the current
+// folder. Committed results are written on purpose with --out data/results/...: from a clean tree
+// only (the provenance would record a +dirty commit), unless allow_dirty.
 std::filesystem::path default_out_dir(const GpuInfo& gpu, bool predict_only);
 
 RunResult run_spec(const Spec& spec, const RunOptions& options, const GpuInfo& gpu);
