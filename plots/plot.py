@@ -2,6 +2,12 @@
 """Draws one figure from an inferlab results CSV.
 
     plot.py --csv RESULTS.csv --plot PLOT.json --out BASE      ->  BASE.png, BASE.svg
+    plot.py --check --csv ROWS.csv --plot PLOTS.json           ->  exit 2 naming every problem
+
+--check validates plot entries (PLOT.json: one entry or a list, each with an optional "_where") against
+the rows a run is about to write, without matplotlib: a known kind, the fields it needs, no unknown
+field, every named column present, rows left after 'where'/'exclude'. `inferlab run` calls it before
+it writes anything.
 
 PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   kind      roofline | memory | line | grouped_bars | stacked_bars | heatmap
@@ -47,12 +53,17 @@ import math
 import sys
 import textwrap
 
-import matplotlib
+matplotlib = plt = None  # imported by load_matplotlib(): --check runs without it
 
-matplotlib.use("Agg")
-import matplotlib.colors  # noqa: E402
-import matplotlib.patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+
+def load_matplotlib():
+    global matplotlib, plt
+    import matplotlib as mpl
+    mpl.use("Agg")
+    import matplotlib.colors  # noqa: F401
+    import matplotlib.patches  # noqa: F401
+    import matplotlib.pyplot as pyplot
+    matplotlib, plt = mpl, pyplot
 
 MARKERS = {"decode": "o", "prefill": "^"}
 STACK = [("weights_bytes", "weights", "#4C72B0"), ("kv_cache_bytes", "KV cache", "#DD8452"),
@@ -572,18 +583,55 @@ KINDS = {"roofline": roofline, "memory": memory, "line": line, "grouped_bars": g
          "stacked_bars": stacked_bars, "heatmap": heatmap}
 
 
+# What each kind needs; which fields name one or more columns; which map columns to values or columns.
+REQUIRED = {"roofline": [], "memory": [], "line": ["x", "y"], "grouped_bars": ["x", "y"],
+            "stacked_bars": ["x", "stack"], "heatmap": ["x", "y", "z"]}
+COLUMN_FIELDS = ["facet", "series", "x", "y", "z", "stack", "sort_by", "overlay", "per", "label", "marker", "annotate",
+                 "hline"]
+KEYED_FIELDS = ["where", "exclude"]      # {column: value(s)}
+PAIRED_FIELDS = ["hlines", "compare"]    # {column: column}
+OTHER_FIELDS = ["name", "kind", "title", "logx", "logy", "wrap", "labels", "ylabel", "center", "markers", "_where"]
+COLUMNS_OF_KIND = {"roofline": ["ai", "flops", "predicted_s", "peak_flops", "bandwidth"],
+                   "memory": ["weights_bytes", "kv_cache_bytes", "activation_bytes"]}
+
+
+def problems(plot, rows, columns):
+    """Every problem of one plot entry over these rows, as messages (empty: it can be drawn)."""
+    kind = plot.get("kind")
+    if kind not in KINDS:
+        return [f"unknown plot kind '{kind}' (known: {', '.join(KINDS)})"]
+    out = []
+    known = set(COLUMN_FIELDS + KEYED_FIELDS + PAIRED_FIELDS + OTHER_FIELDS)
+    out += [f"unknown field '{k}' (known: {', '.join(sorted(known - {'_where'}))})" for k in plot if k not in known]
+    out += [f"a {kind} plot needs '{f}'" for f in REQUIRED[kind] if not plot.get(f)]
+    if kind == "grouped_bars" and isinstance(plot.get("y"), list):
+        out.append("a grouped_bars plot takes one y column")
+    if kind == "stacked_bars" and plot.get("labels") and len(as_list(plot["labels"])) != len(as_list(plot.get("stack"))):
+        out.append("stacked_bars: labels must name every stack column")
+    named = [c for f in COLUMN_FIELDS for c in as_list(plot.get(f))] + COLUMNS_OF_KIND.get(kind, [])
+    if kind == "memory":
+        named.append(plot.get("x", "batch"))
+    if kind == "roofline":
+        named.append(plot.get("label", "op"))
+    named += [c for f in KEYED_FIELDS for c in (plot.get(f) or {})]
+    named += [c for f in PAIRED_FIELDS for pair in (plot.get(f) or {}).items() for c in pair]
+    missing = [c for c in dict.fromkeys(named) if c not in columns]
+    if missing:
+        out.append(f"column{'s' if len(missing) > 1 else ''} {', '.join(repr(c) for c in missing)} not in the results "
+                   f"(columns: {', '.join(columns)})")
+    elif not select(rows, plot):
+        out.append("no rows left after 'where'/'exclude'")
+    return out
+
+
 def render(rows, plot, origin="the CSV"):
     """The figure of one plot entry over the CSV's rows, with its footers."""
     kind = plot.get("kind")
+    columns = list(rows[0].keys()) if rows else []
+    trouble = problems(plot, rows, columns)
+    if trouble:
+        fail(f"plot '{plot.get('name', kind)}' over {origin}: " + "; ".join(trouble))
     rows = select(rows, plot)
-    if not rows:
-        fail(f"plot '{plot.get('name', kind)}': no rows left after 'where'/'exclude'")
-    for col in (as_list(plot.get("facet")) + as_list(plot.get("series")) + as_list(plot.get("x")) + as_list(plot.get("y"))
-                + as_list(plot.get("z")) + as_list(plot.get("stack")) + as_list(plot.get("sort_by"))
-                + as_list(plot.get("overlay"))):
-        if col not in rows[0]:
-            fail(f"plot '{plot.get('name', kind)}': column '{col}' is not in {origin} "
-                 f"(columns: {', '.join(rows[0].keys())})")
     fig = KINDS[kind](rows, plot)
     fig.text(0.995, 0.005, "inferlab", ha="right", va="bottom", fontsize=6, color="gray")
     # Which ceilings the predictions stand on (datasheet or a measured file), on every figure that has them.
@@ -597,15 +645,26 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", required=True)
     ap.add_argument("--plot", required=True, help="JSON file with one plot entry")
-    ap.add_argument("--out", required=True, help="output path without extension")
+    ap.add_argument("--out", help="output path without extension")
+    ap.add_argument("--check", action="store_true", help="validate the plot entries against the rows; draw nothing")
     a = ap.parse_args()
     with open(a.plot) as f:
         plot = json.load(f)
-    kind = plot.get("kind")
-    if kind not in KINDS:
-        fail(f"unknown plot kind '{kind}' (known: {', '.join(KINDS)})")
     with open(a.csv, newline="") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        columns = list(reader.fieldnames or [])
+    if a.check:
+        bad = []
+        for p in as_list(plot):
+            for msg in problems(p, rows, columns):
+                bad.append(f"{p.get('_where', '')}{': ' if p.get('_where') else ''}plot '{p.get('name', p.get('kind'))}': {msg}")
+        if bad:
+            fail("\n".join(bad))
+        return
+    if not a.out:
+        fail("--out is needed to draw")
+    load_matplotlib()
     fig = render(rows, plot, a.csv)
     for ext in ("png", "svg"):
         fig.savefig(f"{a.out}.{ext}", dpi=150)

@@ -648,7 +648,9 @@ int main(int argc, char** argv) {
            {"--seed", "seed", "generated trace: seed (default 1)"},
            {"--prompt-mean", "prompt_mean", "generated trace: mean prompt tokens, lognormal (default 161, ShareGPT)"},
            {"--output-mean", "output_mean", "generated trace: mean output tokens, lognormal (default 338, ShareGPT)"},
-           {"--sigma", "sigma", "generated trace: lognormal sigma (default 1)"}}) {
+           {"--sigma", "sigma", "generated trace: lognormal sigma (default 1)"},
+           {"--trace-max-tokens", "trace_max_tokens",
+            "generated trace: clip prompt + output to this (default 0: no clipping; longer than --max-len is rejected)"}}) {
     auto* o = serve->add_option_function<std::string>(flag, [&serve_p, key = key](const std::string& v) { serve_p[key] = v; },
                                                       help);
     o->excludes(trace_opt);

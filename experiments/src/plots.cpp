@@ -1,6 +1,7 @@
 #include "inferlab/experiments/plots.h"
 
 #include <cstdlib>
+#include <unistd.h>
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
@@ -36,6 +37,35 @@ std::string plot_python() {
     throw Error("no python3 with matplotlib and numpy found to draw plots (install python3-matplotlib python3-numpy, "
                 "or set INFERLAB_PYTHON)");
   return chosen;
+}
+
+void check_plots(const std::string& csv_text, const std::vector<nlohmann::json>& plots) {
+  if (plots.empty()) return;
+  const fs::path script = project_root() / "plots" / "plot.py";
+  std::string python;
+  for (const std::string py : {std::string(std::getenv("INFERLAB_PYTHON") ? std::getenv("INFERLAB_PYTHON") : ""),
+                               std::string(INFERLAB_PYTHON), std::string("python3")}) {
+    std::string out;
+    if (!py.empty() && run(shell_quote(py) + " -c ''", out) == 0) {
+      python = py;
+      break;
+    }
+  }
+  if (python.empty() || !fs::is_regular_file(script)) return;
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_plotcheck_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_file_atomic(dir / "rows.csv", csv_text);
+  write_file_atomic(dir / "plots.json", nlohmann::json(plots).dump());
+  std::string output;
+  const int rc = run(shell_quote(python) + " " + shell_quote(script.string()) + " --check --csv " +
+                         shell_quote((dir / "rows.csv").string()) + " --plot " + shell_quote((dir / "plots.json").string()),
+                     output);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (rc != 0) {
+    const std::string prefix = "plot.py: ";
+    throw Error(output.rfind(prefix, 0) == 0 ? output.substr(prefix.size()) : output);
+  }
 }
 
 fs::path draw_plot(const fs::path& csv, const nlohmann::json& plot, const fs::path& out_base) {

@@ -45,6 +45,14 @@ std::string describe(const Params& given) {
   return s;
 }
 
+// A row as the results file holds it: the point's key, its parameters, the scenario's columns.
+Row result_row(const std::string& key, const Params& params, const Row& r) {
+  Row full{{"point", key}};
+  for (const auto& [k, v] : params) full.emplace_back(k, v);
+  full.insert(full.end(), r.begin(), r.end());
+  return full;
+}
+
 }  // namespace
 
 void request_stop() { g_stop.store(true); }
@@ -125,6 +133,14 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
                 *std::find_if(auto_sources.begin(), auto_sources.end(), [](const std::string& c) { return c != "datasheet"; }) +
                 " across the points (only some GPUs have a measured file): set ceilings: datasheet to compare GPUs on the "
                 "same footing, or measured");
+
+  // The plot entries against the rows about to be written, before anything is.
+  if (!spec.plots.empty()) {
+    ResultTable preview;
+    for (std::size_t i = 0; i < points.size(); ++i)
+      for (const Row& r : predicted[i]) preview.add(result_row(points[i].key(), completed[i], r));
+    check_plots(preview.to_csv(), spec.plots);
+  }
 
   // Warnings of the inputs (a model config read with an assumption): kept in the provenance, and
   // noted again for the caller to show.
@@ -225,12 +241,7 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
                     e.what());
       }
     }
-    for (const Row& r : predicted[i]) {
-      Row full{{"point", key}};
-      for (const auto& [k, v] : completed[i]) full.emplace_back(k, v);
-      full.insert(full.end(), r.begin(), r.end());
-      table.add(full);
-    }
+    for (const Row& r : predicted[i]) table.add(result_row(key, completed[i], r));
     ++res.ran;
     if (opt.progress) {
       // On a terminal one line is rewritten; in a log at most one line a second, and the last point.

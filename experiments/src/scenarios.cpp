@@ -626,6 +626,9 @@ const std::vector<Scenario>& scenarios() {
                        {"prompt_mean", "161", "generated trace: mean prompt tokens (lognormal; ShareGPT's, vLLM paper)"},
                        {"output_mean", "338", "generated trace: mean output tokens (lognormal; ShareGPT's)"},
                        {"sigma", "1", "generated trace: lognormal sigma"},
+                       {"trace_max_tokens", "0",
+                        "generated trace: clip each request's prompt + output to this (0: no clipping; a request "
+                        "longer than max_len is then rejected and reported, as from a trace file)"},
                        {"sample_every_s", "0", "add a timeline row every this many seconds (0: summary only)"}}),
        [](const Params& p) { return serving_rows(evaluate_serving_point(p), param_double(p, "sample_every_s")); },
        {},

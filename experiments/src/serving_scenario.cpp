@@ -68,11 +68,12 @@ ServingPoint evaluate_serving_point(const Params& p) {
     ts.prompt_mean = param_double(p, "prompt_mean");
     ts.output_mean = param_double(p, "output_mean");
     ts.sigma = param_double(p, "sigma");
-    ts.max_tokens = c.max_len;
+    ts.max_tokens = param_int(p, "trace_max_tokens", 0);  // not max_len: longer requests are rejected, and counted
     sp.trace = generate_trace(ts);
     sp.trace_source = "generated (seed " + p.at("seed") + ", " + p.at("requests") + " requests, Poisson " +
                       p.at("rate") + "/s, lognormal prompt " + p.at("prompt_mean") + " / output " +
-                      p.at("output_mean") + " tokens, sigma " + p.at("sigma") + ")";
+                      p.at("output_mean") + " tokens, sigma " + p.at("sigma") +
+                      (ts.max_tokens ? ", prompt + output clipped to " + p.at("trace_max_tokens") : std::string()) + ")";
   }
   RooflineStepCost cost(sp.model, sp.hardware, OpOptions{sp.precision, AttentionVariant::flash, true}, sp.tp);
   sp.result = simulate_serving(sp.trace, c, cost);

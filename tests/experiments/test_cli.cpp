@@ -352,6 +352,51 @@ TEST(Cli, RunNeverWritesOverCommittedResultsByDefault) {
   fs::remove_all(root);
 }
 
+// Every bad input is found before anything is written: plot entries are checked against the rows
+// the run would write (python3 without matplotlib is enough), a huge batch is a closed form, a
+// generated trace is not clipped to --max-len but its long requests rejected and reported.
+TEST(Cli, BadInputIsFoundBeforeAnythingIsWritten) {
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_bad_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  if (inferlab::run_command("python3 -c '' 2>/dev/null", nullptr) == 0) {
+    inferlab::write_file_atomic(dir / "p.yaml", R"(scenario: memory
+fixed: {model: llama-2-7b, context: 512}
+sweep: {batch: [1, 2]}
+plots:
+  - {name: a, kind: line, x: batch, y: kv_cach_bytes}
+  - {name: b, kind: pie}
+  - {name: c, kind: line, x: batch, y: kv_cache_bytes, where: {batch: 7}}
+  - {name: d, kind: line, x: batch, y: kv_cache_bytes, serie: model}
+)");
+    for (const char* extra : {"", " --no-plots"}) {
+      const Result r = cli("run '" + (dir / "p.yaml").string() + "' --out '" + (dir / "out").string() + "'" + extra);
+      EXPECT_NE(r.status, 0);
+      for (const char* needle : {"p.yaml:5: plot 'a': column 'kv_cach_bytes' not in the results",
+                                 "p.yaml:6: plot 'b': unknown plot kind 'pie'",
+                                 "p.yaml:7: plot 'c': no rows left after 'where'/'exclude'",
+                                 "p.yaml:8: plot 'd': unknown field 'serie'"})
+        EXPECT_NE(r.all.find(needle), std::string::npos) << needle << "\n" << r.all;
+      EXPECT_FALSE(fs::exists(dir / "out")) << extra;
+    }
+  }
+  inferlab::write_file_atomic(dir / "dup.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 512, context: 9}\n");
+  expect_failure("run '" + (dir / "dup.yaml").string() + "' --out '" + (dir / "out").string() + "'",
+                 "key 'context' appears twice");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  fs::remove_all(dir);
+
+  const Result huge = cli("memory --model llama-2-7b --context 1024 --batch 4000000000 --hardware h100-sxm-80gb --json");
+  ASSERT_EQ(huge.status, 0) << huge.all;
+  const auto h = nlohmann::json::parse(huge.out)["memory"];
+  EXPECT_EQ(h["fits"], false);
+  EXPECT_DOUBLE_EQ(h["paged_blocks"].get<double>(), 4e9 * 64);
+  const auto serve = nlohmann::json::parse(
+      cli("serve --model llama-2-7b --hardware h100-sxm-80gb --requests 40 --max-len 10 --json").out);
+  EXPECT_EQ(serve["summary"]["rejected"], 40);
+  EXPECT_EQ(serve["rejected"].size(), 40u);
+  EXPECT_NE(serve["rejected"][0]["reason"].get<std::string>().find("exceed max_len 10"), std::string::npos);
+}
+
 TEST(Cli, RunDrawsTheSpecPlotsAndPlotRedrawsThem) {
   try {
     inferlab::plot_python();

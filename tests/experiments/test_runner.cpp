@@ -175,7 +175,8 @@ TEST_F(Runner, SystemScenariosWriteTheirRows) {
   const Spec serving = parse_spec(R"(
 name: serving
 scenario: serving
-fixed: {model: llama-2-7b, hardware: h100-sxm-80gb, requests: 100, rate: 20, max_len: 2048, sample_every_s: 1}
+fixed: {model: llama-2-7b, hardware: h100-sxm-80gb, requests: 100, rate: 20, max_len: 2048, trace_max_tokens: 2048,
+        sample_every_s: 1}
 sweep: {scheduler: [static, continuous], kv: [contiguous, paged]}
 )", dir_ / "serving.yaml");
   const ResultTable t = read_csv(run_spec(serving, options(), no_gpu()).csv);

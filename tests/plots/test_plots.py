@@ -149,8 +149,9 @@ with tempfile.TemporaryDirectory() as d:
     for plot, needle in (({"kind": "pie"}, "unknown plot kind"),
                          ({"kind": "line", "x": "batch", "y": "nope"}, "column 'nope'"),
                          ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left"),
-                         ({"kind": "stacked_bars", "x": "batch"}, "needs x and stack"),
-                         ({"kind": "heatmap", "x": "batch", "y": "ai"}, "needs x, y and z"),
+                         ({"kind": "stacked_bars", "x": "batch"}, "needs 'stack'"),
+                         ({"kind": "heatmap", "x": "batch", "y": "ai"}, "needs 'z'"),
+                         ({"kind": "line", "x": "batch", "y": "ai", "serie": "op"}, "unknown field 'serie'"),
                          ({"kind": "heatmap", "x": "batch", "y": "ai", "z": "nope"}, "column 'nope'"),
                          ({"kind": "grouped_bars", "x": "batch", "y": ["ai", "flops"]}, "one y column")):
         spec = os.path.join(d, "bad.json")
@@ -160,6 +161,25 @@ with tempfile.TemporaryDirectory() as d:
                             os.path.join(d, "bad")], capture_output=True, text=True)
         if r.returncode == 0 or needle not in r.stderr:
             failures.append(f"bad input {plot} accepted or unclear: {r.returncode} {r.stderr}")
+
+    # --check: every problem of a list of entries at once, without matplotlib; nothing drawn.
+    entries = [{"name": "ok", "kind": "line", "x": "batch", "y": "ai", "_where": "s.yaml:3"},
+               {"name": "bad", "kind": "line", "x": "batch", "y": "nope", "_where": "s.yaml:4"},
+               {"name": "pie", "kind": "pie", "_where": "s.yaml:5"}]
+    spec = os.path.join(d, "entries.json")
+    with open(spec, "w") as f:
+        json.dump(entries, f)
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.modules['matplotlib'] = None; sys.argv = sys.argv[1:]; "
+                        "exec(open(sys.argv[0]).read())", script, "--check", "--csv", model_csv, "--plot", spec],
+                       capture_output=True, text=True)
+    if r.returncode != 2 or "s.yaml:4: plot 'bad': column 'nope'" not in r.stderr or "s.yaml:5" not in r.stderr \
+            or "s.yaml:3" in r.stderr:
+        failures.append(f"--check: {r.returncode} {r.stderr}")
+    json.dump(entries[:1], open(spec, "w"))
+    r = subprocess.run([sys.executable, script, "--check", "--csv", model_csv, "--plot", spec], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        failures.append(f"--check of a good entry: {r.returncode} {r.stderr}")
 
 if failures:
     print("\n".join(failures))

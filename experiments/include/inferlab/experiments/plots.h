@@ -13,6 +13,12 @@ namespace inferlab {
 // /usr/bin/python3. Throws inferlab::Error naming the package to install when none has it.
 std::string plot_python();
 
+// Checks a spec's plot entries against the rows a run is about to write (csv_text: the results as
+// they will be written), with plots/plot.py --check: a known kind, its fields, the columns it names,
+// rows left after its filters. Throws inferlab::Error listing every problem with the spec line.
+// Needs only python3 (not matplotlib); without any python3 there is nothing to check with.
+void check_plots(const std::string& csv_text, const std::vector<nlohmann::json>& plots);
+
 // Draws one plot; returns the PNG path. Throws inferlab::Error with the script's output on failure.
 std::filesystem::path draw_plot(const std::filesystem::path& csv, const nlohmann::json& plot,
                                 const std::filesystem::path& out_base);
