@@ -641,13 +641,22 @@ def render(rows, plot, origin="the CSV"):
     return fig
 
 
-def main():
+def main(argv=None):
+    """Exit status: 0 drawn or checked, 2 bad input, 130 interrupted (Ctrl-C: quietly, no traceback)."""
+    try:
+        draw(argv)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def draw(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", required=True)
     ap.add_argument("--plot", required=True, help="JSON file with one plot entry")
     ap.add_argument("--out", help="output path without extension")
     ap.add_argument("--check", action="store_true", help="validate the plot entries against the rows; draw nothing")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     with open(a.plot) as f:
         plot = json.load(f)
     with open(a.csv, newline="") as f:
@@ -672,4 +681,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -443,10 +443,22 @@ int cmd_run(const std::vector<std::string>& specs, const RunOptions& base, bool 
     if (!json) fmt::print(stderr, "{}: {} points ({})\n", spec.name, spec.points().size(), spec.path.string());
     RunOptions o = base;
     o.progress = !json;
-    const RunResult r = run_spec(spec, o, gpu);
+    RunResult r;
+    try {
+      r = run_spec(spec, o, gpu);
+    } catch (const PlotsInterrupted& e) {
+      fmt::print(stderr, "inferlab: {}\n", e.what());
+      return 130;
+    }
     if (!r.complete) {
-      fmt::print(stderr, "inferlab: interrupted after {} of {} points of {}; rerun the same command to resume\n",
-                 r.ran + r.resumed, r.points, spec.name);
+      if (!r.written)
+        fmt::print(stderr, "inferlab: interrupted while predicting {} (point {} of {}); nothing written\n", spec.name,
+                   r.ran + 1, r.points);
+      else
+        fmt::print(stderr,
+                   "inferlab: interrupted after measuring {} of {} points of {} ({} kept from before); {} holds every "
+                   "prediction and the measurements so far: the same command measures the rest\n",
+                   r.ran + r.resumed, r.points, spec.name, r.resumed, r.csv.string());
       return 130;
     }
     nlohmann::json figs = nlohmann::json::array();
@@ -458,6 +470,7 @@ int cmd_run(const std::vector<std::string>& specs, const RunOptions& base, bool 
                    {"points", r.points},
                    {"ran", r.ran},
                    {"resumed", r.resumed},
+                   {"pruned", r.pruned},
                    {"mode", r.measured ? "measured" : "predicted"},
                    {"mode_reason", r.mode_reason}});
     if (!json) {
@@ -686,7 +699,8 @@ int main(int argc, char** argv) {
                   "output folder (default out/<gpu>, or out/model when predicting; committed results: "
                   "--out data/results/<gpu or model>, from a clean tree)");
   run->add_flag("--allow-dirty", run_opts.allow_dirty, "write into data/results/ although the tree has uncommitted changes");
-  run->add_flag("--fresh", run_opts.fresh, "replace results written by an earlier version of the spec");
+  run->add_flag("--fresh", run_opts.fresh, "keep nothing of an earlier run in --out: measure every point again");
+  run->add_flag("--prune", run_opts.prune, "drop the measured points of an earlier run that the spec no longer has");
   run->add_option("--ceilings", run_opts.ceilings,
                   std::string("ceilings of every point that takes them (the spec must not set them): ") + kCeilingsHelp);
   run->add_flag("--no-plots", no_plots, "skip the figures");
@@ -731,6 +745,9 @@ int main(int argc, char** argv) {
     if (*ceilings) status = cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
     warn();
     return status;
+  } catch (const PlotsInterrupted& e) {
+    fmt::print(stderr, "inferlab: {}\n", e.what());
+    return 130;
   } catch (const Error& e) {
     warn();
     fmt::print(stderr, "inferlab: error: {}\n", e.what());

@@ -81,6 +81,9 @@ fs::path draw_plot(const fs::path& csv, const nlohmann::json& plot, const fs::pa
   const int rc = run(cmd, output);
   std::error_code ec;
   fs::remove(spec_file, ec);
+  if (rc == 130 || rc == -1)
+    throw PlotsInterrupted("interrupted while drawing the figures; the results are complete: `inferlab plot " +
+                           csv.string() + "` draws them");
   if (rc != 0) {
     const std::string where = plot.value("_where", std::string());
     throw Error((where.empty() ? std::string() : where + ": ") + "plot '" + plot.value("name", std::string("?")) +
@@ -96,6 +99,8 @@ std::vector<fs::path> draw_plots(const fs::path& csv, const std::vector<nlohmann
   for (const auto& p : plots) {
     try {
       pngs.push_back(draw_plot(csv, p, figures_dir / (name + "-" + p.value("name", std::string("plot")))));
+    } catch (const PlotsInterrupted&) {
+      throw;
     } catch (const Error& e) {
       failures += std::string(failures.empty() ? "" : "\n") + e.what();
     }

@@ -215,6 +215,28 @@ std::string get_cell(const Row& row, const std::string& column) {
   return "";
 }
 
+const std::vector<std::string>& raw_measured_columns() {
+  static const std::vector<std::string> columns = {"measured_s", "measured_p10_s", "measured_p90_s", "kernels",
+                                                   "measured_bf16_s", "rel_error", "measured_on", "measured_commit"};
+  return columns;
+}
+
+void derive_measured(Row& r) {
+  const auto t = parse_number(get_cell(r, "measured_s"));
+  if (!t || !(*t > 0)) return;
+  auto cell = [&](const char* c) { return parse_number(get_cell(r, c)).value_or(0.0); };
+  set_cell(r, "measured_flops_per_s", num(cell("flops") / *t));
+  set_cell(r, "measured_bytes_per_s", num(cell("bytes") / *t));
+  set_cell(r, "model_error", num((cell("predicted_s") - *t) / *t));
+  for (const auto& [k, _] : r)
+    if (k == "measured_kv_bytes_per_s") {  // decode: the K/V bytes read, the measure of a decode kernel
+      set_cell(r, k, num(cell("bytes_kv") / *t));
+      break;
+    }
+  if (const auto base = parse_number(get_cell(r, "measured_bf16_s")); base && *base > 0)
+    set_cell(r, "measured_speedup", num(*base / *t));
+}
+
 const char* const kMeasuredColumns[] = {"measured_s", "measured_p10_s", "measured_p90_s", "measured_flops_per_s",
                                         "measured_bytes_per_s", "model_error", "kernels"};
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "inferlab/experiments/plots.h"
+#include "inferlab/experiments/results.h"
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
 
@@ -31,9 +32,9 @@ std::string cli_path() {
   return INFERLAB_CLI;
 }
 
-Result cli(const std::string& args) {
+Result cli(const std::string& args, const std::string& env = "") {
   const fs::path err = fs::temp_directory_path() / ("inferlab_cli_err_" + std::to_string(std::random_device{}()));
-  const std::string cmd = "cd " + inferlab::shell_quote(inferlab::project_root().string()) + " && " +
+  const std::string cmd = "cd " + inferlab::shell_quote(inferlab::project_root().string()) + " && " + env +
                           inferlab::shell_quote(cli_path()) + " " + args + " 2>" + inferlab::shell_quote(err.string());
   Result r{-1, "", ""};
   r.status = inferlab::run_command(cmd, &r.out);
@@ -395,6 +396,54 @@ plots:
   EXPECT_EQ(serve["summary"]["rejected"], 40);
   EXPECT_EQ(serve["rejected"].size(), 40u);
   EXPECT_NE(serve["rejected"][0]["reason"].get<std::string>().find("exceed max_len 10"), std::string::npos);
+}
+
+// Ctrl-C while predicting stops at the next point, writes nothing and says so.
+TEST(Cli, AnInterruptWhilePredictingStopsPromptlyAndWritesNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_sig_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  // The batching spec predicts 68 serving simulations: seconds, time enough to interrupt it.
+  const std::string cmd = "cd " + inferlab::shell_quote(inferlab::project_root().string()) + " && (" +
+                          inferlab::shell_quote(cli_path()) + " run experiments/batching.yaml --no-plots --out '" +
+                          (dir / "out").string() + "' 2>'" + (dir / "err").string() +
+                          "' & pid=$!; sleep 0.4; start=$(date +%s%N); kill -INT $pid; wait $pid; rc=$?; "
+                          "echo $rc $(( ($(date +%s%N) - start) / 1000000 )))";
+  std::string out;
+  ASSERT_EQ(inferlab::run_command(cmd, &out), 0);
+  int rc = 0, ms = 0;
+  ASSERT_EQ(std::sscanf(out.c_str(), "%d %d", &rc, &ms), 2) << out;
+  EXPECT_EQ(rc, 130) << inferlab::read_text_file(dir / "err");
+  EXPECT_LT(ms, 2000);  // one point at most
+  EXPECT_NE(inferlab::read_text_file(dir / "err").find("nothing written"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "out" / "batching.csv"));
+  fs::remove_all(dir);
+}
+
+// Ctrl-C while the figures are drawn: plot.py exits quietly (130), the results stay complete, and
+// inferlab says how to draw them (a stand-in python exits 130 as plot.py does when interrupted).
+TEST(Cli, AnInterruptWhileDrawingKeepsTheResults) {
+  try {
+    inferlab::plot_python();
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_int_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  inferlab::write_file_atomic(dir / "python", "#!/bin/sh\ncase \"$*\" in *--out*) exit 130 ;; esac\nexec " +
+                                                  inferlab::shell_quote(inferlab::plot_python()) + " \"$@\"\n");
+  fs::permissions(dir / "python", fs::perms::owner_all);
+  inferlab::write_file_atomic(dir / "p.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 512}\n"
+                                              "sweep: {batch: [1, 2]}\nplots: [{name: kv, kind: line, x: batch, y: kv_cache_bytes}]\n");
+  const Result r = cli("run '" + (dir / "p.yaml").string() + "' --out '" + (dir / "out").string() + "'",
+                       "INFERLAB_PYTHON='" + (dir / "python").string() + "' ");
+  EXPECT_EQ(r.status, 130) << r.all;
+  EXPECT_NE(r.all.find("interrupted while drawing the figures; the results are complete: `inferlab plot"),
+            std::string::npos)
+      << r.all;
+  EXPECT_EQ(r.all.find("Traceback"), std::string::npos);
+  EXPECT_TRUE(inferlab::read_json_file(dir / "out" / "p.json")["complete"].get<bool>());
+  EXPECT_EQ(inferlab::read_csv(dir / "out" / "p.csv").rows.size(), 2u);
+  fs::remove_all(dir);
 }
 
 TEST(Cli, RunDrawsTheSpecPlotsAndPlotRedrawsThem) {

@@ -181,6 +181,19 @@ with tempfile.TemporaryDirectory() as d:
     if r.returncode != 0:
         failures.append(f"--check of a good entry: {r.returncode} {r.stderr}")
 
+    # Ctrl-C while drawing: exit 130, no traceback.
+    import importlib.util
+    spec_ = importlib.util.spec_from_file_location("plot_under_test", script)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+
+    def interrupted(rows, plot):
+        raise KeyboardInterrupt
+    mod.KINDS["line"] = interrupted
+    json.dump({"kind": "line", "x": "batch", "y": "ai"}, open(spec, "w"))
+    if mod.main(["--csv", model_csv, "--plot", spec, "--out", os.path.join(d, "int")]) != 130:
+        failures.append("an interrupted drawing does not exit 130")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

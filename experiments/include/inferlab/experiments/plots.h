@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "inferlab/sim/error.h"
+
 namespace inferlab {
 
 // A python3 that imports matplotlib: $INFERLAB_PYTHON, the one found at configure time, python3,
@@ -19,7 +21,13 @@ std::string plot_python();
 // Needs only python3 (not matplotlib); without any python3 there is nothing to check with.
 void check_plots(const std::string& csv_text, const std::vector<nlohmann::json>& plots);
 
-// Draws one plot; returns the PNG path. Throws inferlab::Error with the script's output on failure.
+// The drawing was interrupted (Ctrl-C reached plot.py): the results are complete, the figures not.
+struct PlotsInterrupted : Error {
+  using Error::Error;
+};
+
+// Draws one plot; returns the PNG path. Throws inferlab::Error with the script's output on failure,
+// PlotsInterrupted when plot.py was interrupted.
 std::filesystem::path draw_plot(const std::filesystem::path& csv, const nlohmann::json& plot,
                                 const std::filesystem::path& out_base);
 

@@ -148,6 +148,13 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s);
 // speculative (src/speculative_scenario.cpp).
 std::vector<Row> speculative_rows(const Params& p);
 
+// Measured columns. The raw ones are what a kernel measurement gives (its times, its kernels, the
+// baseline's time, the output's error) and the GPU and commit it was measured on; they are what a
+// run keeps from an earlier one. The derived ones (measured FLOP/s and GB/s, model error, speedup)
+// come from the raw ones and the row's own cost and prediction, and are computed again with them.
+const std::vector<std::string>& raw_measured_columns();
+void derive_measured(Row& row);
+
 // A row of one operator: its cost, its roofline prediction, and empty measured columns.
 Row op_row(const Op& op, const Prediction& pr, double step_time_s);
 // Sets (or adds) a column of a row.
