@@ -10,8 +10,11 @@
 //   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
 // Every verb takes --json for machine-readable output. Bad input prints "inferlab: error: ..." and
 // exits with status 1 (2 for command-line syntax errors).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <unistd.h>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -509,11 +512,48 @@ int cmd_plot(const std::string& csv_arg, const std::string& only, const std::str
   return 0;
 }
 
+#ifdef INFERLAB_CUDA_CLI
+// This `inferlab` predicts and loads no CUDA library, so that it starts at once; verbs that run
+// kernels are handed over to inferlab-cuda beside it (the same CLI with the measured side), with the
+// same arguments. A verb that runs kernels (a GPU engine, say) joins `ceilings` below.
+bool runs_kernels(const std::vector<std::string>& specs) {
+  for (const auto& path : specs) {
+    try {
+      if (find_scenario(load_spec(path).scenario).kernels) return true;
+    } catch (const std::exception&) {
+      // A spec that does not load is reported as ever, by this process.
+    }
+  }
+  return false;
+}
+
+fs::path cuda_cli() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec).parent_path() / INFERLAB_CUDA_CLI;
+}
+
+// Replaces this process by inferlab-cuda; returns only when that cannot be run.
+int hand_over(char** argv) {
+  const fs::path cuda = cuda_cli();
+  std::error_code ec;
+  if (!fs::is_regular_file(cuda, ec)) return 0;  // not built: the verb explains what is missing
+  const std::string self = cuda.string();
+  argv[0] = const_cast<char*>(self.c_str());
+  ::execv(self.c_str(), argv);
+  fmt::print(stderr, "inferlab: error: cannot run {}: {}\n", self, std::strerror(errno));
+  return 1;
+}
+#endif
+
 // ---------------------------------------------------------------- ceilings
 int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bool quick, bool json) {
 #ifndef INFERLAB_HAVE_CUDA
   (void)hardware_arg, (void)out_arg, (void)quick, (void)json;
+#ifdef INFERLAB_CUDA_CLI
+  throw Error("ceilings: " + cuda_cli().string() + " (the CLI that measures) is not built: build the inferlab-cuda target");
+#else
   throw Error("ceilings: this inferlab was built without CUDA; build with nvcc to measure a GPU");
+#endif
 #else
   const GpuInfo gpu = detect_gpu();
   if (!gpu.present) throw Error("ceilings: no GPU to measure (" + gpu.reason + ")");
@@ -575,6 +615,7 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
   return 0;
 #endif
 }
+
 
 void add_precision_options(CLI::App* c, Params& p) {
   c->add_option_function<std::string>("--dtype", [&p](const std::string& v) { p["dtype"] = v; },
@@ -726,6 +767,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+#ifdef INFERLAB_CUDA_CLI
+  if (*ceilings || (*run && !run_opts.predict_only && runs_kernels(specs)))
+    if (const int rc = hand_over(argv)) return rc;
+#endif
   // Warnings (a model config read with an assumption, say) go to stderr after the output.
   auto warn = [] {
     for (const auto& w : drain_warnings()) fmt::print(stderr, "inferlab: warning: {}\n", w);

@@ -68,7 +68,11 @@ nlohmann::json GpuInfo::to_json() const {
 GpuInfo detect_gpu() {
   GpuInfo g;
 #ifndef INFERLAB_HAVE_CUDA
+#ifdef INFERLAB_PREDICT_ONLY_PROCESS
+  g.reason = "not looked for: this process predicts only (inferlab-cuda measures)";
+#else
   g.reason = "built without CUDA";
+#endif
   return g;
 #else
   int count = 0;

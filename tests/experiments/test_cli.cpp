@@ -178,6 +178,22 @@ TEST(Cli, SlidingWindowMemoryAndContextLimitsAgree) {
   EXPECT_EQ(cli("memory --model llama-2-7b --context 8192 --max-positions 16384").status, 0);
 }
 
+// In a CUDA build the CLI that predicts loads no CUDA library (cuBLASLt's initializers alone take
+// ~0.3 s at every start); the verbs that run kernels reach inferlab-cuda beside it.
+TEST(Cli, ThePredictingCliLoadsNoCudaLibrary) {
+  const fs::path cuda = fs::path(cli_path()).parent_path() / "inferlab-cuda";
+  if (!fs::exists(cuda)) GTEST_SKIP() << "a build without CUDA: one CLI";
+  std::string light, full;
+  inferlab::run_command("ldd " + inferlab::shell_quote(cli_path()), &light);
+  inferlab::run_command("ldd " + inferlab::shell_quote(cuda.string()), &full);
+  for (const char* lib : {"libcudart", "libcublas", "libcupti"}) {
+    EXPECT_EQ(light.find(lib), std::string::npos) << lib;
+    EXPECT_NE(full.find(lib), std::string::npos) << lib;
+  }
+  const Result r = cli("ceilings --json");
+  EXPECT_EQ(r.all.find("is not built"), std::string::npos) << r.all;  // inferlab-cuda answered
+}
+
 TEST(Cli, ListShowsModelsHardwareAndSpecs) {
   const Result r = cli("list --json");
   ASSERT_EQ(r.status, 0) << r.all;

@@ -54,6 +54,7 @@ struct Scenario {
   // measure fills the measured columns of the point's predicted rows.
   std::function<void(const Params&)> preflight;
   std::function<void(const Params&, std::vector<Row>&)> measure;
+  bool kernels = false;  // a kernel measures it in a build with CUDA (whether or not this one has it)
 };
 
 const std::vector<Scenario>& scenarios();
