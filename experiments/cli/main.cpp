@@ -126,6 +126,9 @@ std::string model_summary(const ModelConfig& m) {
                      m.mla->qk_rope_head_dim);
   else
     s += fmt::format(" / {} KV heads), head dim {}", m.kv_heads, m.head_dim);
+  if (m.config_kv_heads)
+    s += fmt::format(" [KV heads set to {} in place of the config's {}: the K/V projections, and the parameters, "
+                     "change with them]", m.kv_heads, m.config_kv_heads);
   if (m.is_moe()) {
     s += fmt::format(", {} experts top-{}", m.experts, m.experts_per_token);
     if (m.shared_intermediate) s += fmt::format(" + shared {}", m.shared_intermediate);
@@ -174,16 +177,37 @@ int cmd_list(const std::string& ceilings, bool json) {
   fmt::print("\nHardware (data/hardware; dense tensor-core peaks; ceilings: {}):\n", ceilings);
   for (const auto& n : known_hardware()) {
     const Hardware h = load_hardware(n, ceilings);
-    fmt::print("  {:<15} {:<26} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB/s  {:>4} MiB x 1024  ridge {:.0f} FLOP/B\n", h.id,
-               h.name, h.tensor_dense.count("bf16") ? h.tensor_dense.at("bf16") / 1e12 : 0.0, h.memory_bandwidth / 1e9,
-               int(h.memory_bytes / kGiB + 0.5), h.tensor_dense.count("bf16") ? h.ridge(DType::bf16) : 0.0);
+    fmt::print("  {:<15} {:<26} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB/s  {:>6.1f} GiB ({})  ridge {:.0f} FLOP/B (bf16)\n",
+               h.id, h.name, h.tensor_dense.count("bf16") ? h.tensor_dense.at("bf16") / 1e12 : 0.0,
+               h.memory_bandwidth / 1e9, h.memory_bytes / kGiB, h.memory_label,
+               h.tensor_dense.count("bf16") ? h.ridge(DType::bf16) : 0.0);
   }
+  // Descriptions wrapped at word boundaries under their spec, never cut.
+  auto wrapped = [](const std::string& text, std::size_t width, const std::string& indent) {
+    std::string out, line;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find(' ', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string word = text.substr(start, end - start);
+      if (!line.empty() && line.size() + 1 + word.size() > width) {
+        out += indent + line + "\n";
+        line.clear();
+      }
+      if (!word.empty()) line += (line.empty() ? "" : " ") + word;
+      start = end + 1;
+    }
+    if (!line.empty()) out += indent + line + "\n";
+    return out;
+  };
   fmt::print("\nExperiment specs (experiments/*.yaml):\n");
-  for (const auto& s : out["specs"])
-    fmt::print("  {:<28} {:<7} {:>5} points  {}\n", s["name"].get<std::string>(), s["scenario"].get<std::string>(),
-               s["points"].get<std::size_t>(), s["description"].get<std::string>().substr(0, 60));
+  for (const auto& s : out["specs"]) {
+    fmt::print("  {:<28} {:<11} {:>5} points\n", s["name"].get<std::string>(), s["scenario"].get<std::string>(),
+               s["points"].get<std::size_t>());
+    fmt::print("{}", wrapped(s["description"].get<std::string>(), 96, "      "));
+  }
   fmt::print("\nScenarios:\n");
-  for (const auto& s : scenarios()) fmt::print("  {:<8} {}\n", s.name, s.help);
+  for (const auto& s : scenarios()) fmt::print("  {:<11} {}\n", s.name, s.help);
   return 0;
 }
 
@@ -197,7 +221,7 @@ nlohmann::json parallel_json(const ModelPoint& mp) {
           {"link", mp.par.devices() > 1 ? r.link.name : ""},
           {"step_s", r.time_s},
           {"stage_s", r.stage_s},
-          {"compute_s", r.compute_s},
+          {"ops_s", r.compute_s},
           {"tp_comm_s", r.tp_comm_s},
           {"send_s", r.send_s},
           {"bubble_s", r.bubble_s},
@@ -256,31 +280,37 @@ int cmd_model(const Params& p, bool json) {
              mp.step.phase == Phase::prefill ? "prompt" : "context", mp.step.context(), precision_text(mp.options.precision, mp.options.weight_format),
              attention_variant_name(mp.options.attention),
              mp.step.phase == Phase::prefill ? (mp.options.causal ? ", causal" : ", non-causal") : "");
-  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<8} {:>10} {:>7}\n", "op", "count", "FLOPs", "bytes",
+  // The op column as wide as its longest name: nothing is cut.
+  auto op_name = [](const Op& op) { return op.name + (op.variant.empty() ? "" : "/" + op.variant); };
+  std::size_t w = 12;
+  for (const Op& op : s.ops) w = std::max(w, op_name(op).size());
+  for (const auto& c : par.stages[par.slowest].comm) w = std::max(w, c.name.size());
+  fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<14} {:>10} {:>7}\n", "op", w, "count", "FLOPs", "bytes",
              "weights", "KV", "AI F/B", "bound", "time", "share");
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const Op& op = s.ops[i];
     const Prediction& pr = s.predictions[i];
     const double n = double(op.count);
-    fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n",
-               op.name + (op.variant.empty() ? "" : "/" + op.variant).substr(0, 15 - std::min<size_t>(15, op.name.size())),
-               op.count, si(op.total_flops(), "FLOP"), si(op.total_bytes(), "B"),
-               si(op.bytes(TensorRole::weight) * n, "B"), si(op.bytes(TensorRole::kv_cache) * n, "B"), op.ai(),
-               bound_name(pr.bound), seconds(pr.total_s), 100.0 * pr.total_s / par.time_s);
+    fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<14} {:>10} {:>6.1f}%\n", op_name(op), w, op.count,
+               si(op.total_flops(), "FLOP"), si(op.total_bytes(), "B"), si(op.bytes(TensorRole::weight) * n, "B"),
+               si(op.bytes(TensorRole::kv_cache) * n, "B"), op.ai(), bound_name(pr.bound), seconds(pr.total_s),
+               100.0 * pr.total_s / par.time_s);
   }
   for (const auto& c : par.stages[par.slowest].comm)
-    fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<8} {:>10} {:>6.1f}%\n", c.name.substr(0, 15), c.count, "",
-               si(c.bytes * double(c.count), "B"), "", "", "", collective_name(c.kind).substr(0, 8), seconds(c.total_s()),
+    fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<14} {:>10} {:>6.1f}%\n", c.name, w, c.count, "",
+               si(c.bytes * double(c.count), "B"), "", "", "", collective_name(c.kind), seconds(c.total_s()),
                100.0 * c.total_s() / par.time_s);
-  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n", parallel ? "device total" : "total",
-             "", si(s.flops, "FLOP"), si(s.bytes, "B"), "", "", s.ai(), bound_name(s.bound()),
-             seconds(parallel ? par.stage_s : s.time_s), 100.0 * (parallel ? par.stage_s : s.time_s) / par.time_s);
-  fmt::print("\nstep {}: compute {}, memory {}, launches {} (sums of the per-op terms); {} · {:.0f} tokens/s\n",
+  fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<14} {:>10} {:>6.1f}%\n",
+             parallel ? "device total" : "total", w, "", si(s.flops, "FLOP"), si(s.bytes, "B"), "", "", s.ai(),
+             bound_name(s.bound()), seconds(parallel ? par.stage_s : s.time_s),
+             100.0 * (parallel ? par.stage_s : s.time_s) / par.time_s);
+  fmt::print("\nstep {}: the ops' roofline times, max(compute, memory) + launches each; their terms summed apart: "
+             "compute {}, memory {}, launches {}; {} · {:.0f} tokens/s\n",
              seconds(par.time_s), seconds(s.compute_s), seconds(s.memory_s), seconds(s.launch_s),
              bound_name(s.bound()) + "-bound", double(mp.step.tokens()) / par.time_s);
   if (parallel) {
     const auto& b = mp.memory.breakdown;
-    fmt::print("on the critical path: compute {} · TP all-reduces {} · stage sends {} · pipeline bubble {} ({:.0f}% of the "
+    fmt::print("on the critical path: operators {} · TP all-reduces {} · stage sends {} · pipeline bubble {} ({:.0f}% of the "
                "slots); communication {:.1f}% of the step\n",
                seconds(par.compute_s), seconds(par.tp_comm_s), seconds(par.send_s), seconds(par.bubble_s),
                100 * par.bubble_fraction, 100 * par.comm_share());
@@ -486,22 +516,49 @@ int cmd_run(const std::vector<std::string>& specs, const RunOptions& base, bool 
 }
 
 // ---------------------------------------------------------------- plot
-int cmd_plot(const std::string& csv_arg, const std::string& only, const std::string& out_arg, bool json) {
-  const fs::path csv(csv_arg);
+struct PlotArgs {
+  std::string csv, only, out, spec;
+  bool check = false;
+};
+
+int cmd_plot(const PlotArgs& a, bool json) {
+  const fs::path csv(a.csv);
   if (!fs::is_regular_file(csv)) throw Error("results file not found: " + csv.string());
-  fs::path prov = csv;
-  prov.replace_extension(".json");
-  if (!fs::is_regular_file(prov))
-    throw Error("no provenance " + prov.string() + " beside " + csv.string() + ": it names the plots to draw");
-  const auto p = read_json_file(prov);
+  // The plot entries: the spec's (to redraw results with the figures as the spec now has them), or
+  // those the provenance beside the results recorded.
+  std::string where, name = csv.stem().string();
+  nlohmann::json entries;
+  if (!a.spec.empty()) {
+    const Spec spec = load_spec(a.spec);
+    entries = spec.plots;
+    where = spec.path.string();
+    name = spec.name;
+  } else {
+    fs::path prov = csv;
+    prov.replace_extension(".json");
+    if (!fs::is_regular_file(prov))
+      throw Error("no provenance " + prov.string() + " beside " + csv.string() + ": it names the plots to draw (or --spec)");
+    const auto p = read_json_file(prov);
+    entries = p.value("plots", nlohmann::json::array());
+    where = prov.string();
+    name = p.value("spec_name", name);
+  }
   std::vector<nlohmann::json> plots;
-  for (const auto& pl : p.value("plots", nlohmann::json::array()))
-    if (only.empty() || pl.value("name", std::string()) == only) plots.push_back(pl);
+  for (const auto& pl : entries)
+    if (a.only.empty() || pl.value("name", std::string()) == a.only) plots.push_back(pl);
   if (plots.empty())
-    throw Error(only.empty() ? prov.string() + " lists no plots" : "no plot named '" + only + "' in " + prov.string());
+    throw Error(a.only.empty() ? where + " lists no plots" : "no plot named '" + a.only + "' in " + where);
   read_csv(csv);  // a malformed file is reported by file and line before python sees it
-  const fs::path out = out_arg.empty() ? csv.parent_path() / "figures" : fs::path(out_arg);
-  const auto figs = draw_plots(csv, plots, out, p.value("spec_name", csv.stem().string()));
+  if (a.check) {
+    check_plots(read_text_file(csv), plots);
+    if (json)
+      print_json({{"checked", plots.size()}});
+    else
+      fmt::print("{} plot(s) of {} can be drawn from {}\n", plots.size(), where, csv.string());
+    return 0;
+  }
+  const fs::path out = a.out.empty() ? csv.parent_path() / "figures" : fs::path(a.out);
+  const auto figs = draw_plots(csv, plots, out, name);
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& f : figs) j.push_back(f.string());
@@ -755,11 +812,13 @@ int main(int argc, char** argv) {
   ceilings->add_flag("--quick", ceil_quick, "small sizes, few repeats (a smoke run; not for the model)");
   ceilings->add_flag("--json", json, "machine-readable output");
 
-  std::string csv, only_plot, plot_out;
-  auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON)");
-  plot->add_option("results", csv, "results .csv")->required();
-  plot->add_option("--plot", only_plot, "only the plot with this name");
-  plot->add_option("--out", plot_out, "figure folder (default: figures/ beside the CSV)");
+  PlotArgs plot_args;
+  auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON, or a spec)");
+  plot->add_option("results", plot_args.csv, "results .csv")->required();
+  plot->add_option("--plot", plot_args.only, "only the plot with this name");
+  plot->add_option("--out", plot_args.out, "figure folder (default: figures/ beside the CSV)");
+  plot->add_option("--spec", plot_args.spec, "take the plot entries from this spec instead of the provenance");
+  plot->add_flag("--check", plot_args.check, "check that the plots can be drawn from the CSV; draw nothing");
   plot->add_flag("--json", json, "machine-readable output");
 
   try {
@@ -786,7 +845,7 @@ int main(int argc, char** argv) {
       run_opts.plots = !no_plots;
       status = cmd_run(specs, run_opts, json);
     }
-    if (*plot) status = cmd_plot(csv, only_plot, plot_out, json);
+    if (*plot) status = cmd_plot(plot_args, json);
     if (*ceilings) status = cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
     warn();
     return status;

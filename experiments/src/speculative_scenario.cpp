@@ -39,6 +39,7 @@ std::vector<Row> speculative_rows(const Params& p) {
               {"speedup", num(m.speedup(alpha, gamma))},
               {"closed_form_speedup", num(closed_form_speedup(alpha, gamma, r.c))},
               {"optimal_gamma", num(best)},
+              {"optimal_gamma_at_cap", best == max_gamma ? "true" : "false"},  // the optimum may lie beyond the search
               {"optimal_speedup", num(m.speedup(alpha, best))},
               {"tokens_per_s", num(double(s.batch) * e / (r.verify_s + r.draft_s))},
               {"target_weights_bytes", num(weight_bytes(s.target, s.options.precision.weight))},

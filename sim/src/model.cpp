@@ -137,6 +137,7 @@ ModelConfig with_kv_heads(ModelConfig m, const std::string& kv_heads) {
   if (m.heads % n != 0)
     throw Error("kv_heads " + std::to_string(n) + " does not divide the " + std::to_string(m.heads) +
                 " query heads of " + m.name);
+  if (n != m.kv_heads && m.config_kv_heads == 0) m.config_kv_heads = m.kv_heads;
   m.kv_heads = n;
   return m;
 }

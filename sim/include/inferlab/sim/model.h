@@ -46,6 +46,7 @@ struct ModelConfig {
   int64_t layers = 0;
   int64_t heads = 0;           // query heads
   int64_t kv_heads = 0;        // key/value heads: == heads MHA, 1 MQA, otherwise GQA
+  int64_t config_kv_heads = 0; // the config's KV heads when with_kv_heads changed them (the K/V projections follow); else 0
   int64_t head_dim = 0;
   int64_t vocab = 0;
   int64_t max_positions = 0;   // max_position_embeddings; 0 when the config states none
