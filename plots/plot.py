@@ -2,6 +2,12 @@
 """Draws one figure from an inferlab results CSV.
 
     plot.py --csv RESULTS.csv --plot PLOT.json --out BASE      ->  BASE.png, BASE.svg
+    plot.py --check --csv ROWS.csv --plot PLOTS.json           ->  exit 2 naming every problem
+
+--check validates plot entries (PLOT.json: one entry or a list, each with an optional "_where") against
+the rows a run is about to write, without matplotlib: a known kind, the fields it needs, no unknown
+field, every named column present, rows left after 'where'/'exclude'. `inferlab run` calls it before
+it writes anything.
 
 PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   kind      roofline | memory | line | grouped_bars | stacked_bars | heatmap
@@ -36,6 +42,7 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   heatmap:  x, y, z (a cell per (x, y), coloured and labelled by z), overlay (a column holding, for
             each y, an x value to mark: e.g. optimal_gamma), center (z value at the middle of a
             diverging colour map, e.g. 1 for speedups).
+Every figure whose rows have a `ceilings` column names the ceilings below it (datasheet or measured).
 Column units are converted for display: *_s -> ms, *bytes -> GB, *flops_per_s -> TFLOP/s,
 *bytes_per_s -> GB/s.
 """
@@ -43,15 +50,24 @@ import argparse
 import csv
 import json
 import math
+import os
 import sys
 import textwrap
 
-import matplotlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from style import COLORS, SeriesStyles, display, spread_labels, text_box, value_text  # noqa: E402, F401
 
-matplotlib.use("Agg")
-import matplotlib.colors  # noqa: E402
-import matplotlib.patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
+matplotlib = plt = None  # imported by load_matplotlib(): --check runs without it
+
+
+def load_matplotlib():
+    global matplotlib, plt
+    import matplotlib as mpl
+    mpl.use("Agg")
+    import matplotlib.colors  # noqa: F401
+    import matplotlib.patches  # noqa: F401
+    import matplotlib.pyplot as pyplot
+    matplotlib, plt = mpl, pyplot
 
 MARKERS = {"decode": "o", "prefill": "^"}
 STACK = [("weights_bytes", "weights", "#4C72B0"), ("kv_cache_bytes", "KV cache", "#DD8452"),
@@ -106,39 +122,6 @@ def select(rows, plot):
     return rows
 
 
-def display(col):
-    """(scale, label) for a column."""
-    if col.endswith("flops_per_s"):
-        return 1e-12, f"{col} (TFLOP/s)"
-    if col.endswith("bytes_per_s"):
-        return 1e-9, f"{col} (GB/s)"
-    if col.endswith("_per_s"):
-        return 1.0, f"{col} (1/s)"
-    if col.endswith("_s"):
-        return 1e3, f"{col} (ms)"
-    if col.endswith("bytes") or col.startswith("bytes"):
-        return 1e-9, f"{col} (GB)"
-    if col == "ai":
-        return 1.0, "arithmetic intensity (FLOP/byte)"
-    return 1.0, col
-
-
-def key_text(row, cols):
-    return ", ".join(f"{row.get(c, '')}" for c in cols)
-
-
-def series_colors(rows, series):
-    """The series keys in order of appearance, and a colour per key index (tab10, or tab20 beyond 10)."""
-    keys = []
-    for r in rows:
-        k = key_text(r, series)
-        if k not in keys:
-            keys.append(k)
-    ncol = 10 if len(keys) <= 10 else 20
-    cmap = plt.get_cmap("tab10" if ncol == 10 else "tab20")
-    return keys, lambda i: cmap(i % ncol)
-
-
 def ordered_values(rows, col):
     seen = []
     for r in rows:
@@ -178,8 +161,9 @@ def figure(shape, plot, w=6.0, h=4.6, extra_w=0.0):
     return fig, [ax for row in axes for ax in row]
 
 
-def label_clusters(ax, points, radius=0.3):
-    """One multi-line label per group of points closer than `radius` decades (log-log)."""
+def label_clusters(ax, points, lo, hi, radius=0.3):
+    """One multi-line label per group of points closer than `radius` decades (log-log), joined to its
+    points by a thin line; returns the labels (spread_labels moves them apart)."""
     clusters = []
     for x, y, text, group in points:
         for c in clusters:
@@ -189,10 +173,15 @@ def label_clusters(ax, points, radius=0.3):
                 break
         else:
             clusters.append({"x": x, "y": y, "group": group, "texts": [text]})
+    out = []
     for c in clusters:
-        right = c["group"] != "prefill"  # decode labels to the right, prefill (near the roof) to the left
-        ax.annotate("\n".join(c["texts"]), (c["x"], c["y"]), xytext=(8 if right else -8, -6), textcoords="offset points",
-                    fontsize=6, va="top", ha="left" if right else "right", color="dimgray")
+        # decode labels to the right, prefill (near the roof) to the left, unless that leaves the panel
+        right = c["group"] != "prefill" or c["x"] < lo * (hi / lo) ** 0.2
+        out.append(ax.annotate("\n".join(c["texts"]), (c["x"], c["y"]), xytext=(8 if right else -8, -6),
+                               textcoords="offset points", fontsize=6, va="top", ha="left" if right else "right",
+                               color="dimgray", arrowprops={"arrowstyle": "-", "color": "lightgray", "lw": 0.6,
+                                                            "shrinkA": 0, "shrinkB": 3}))
+    return out
 
 
 def roofline(rows, plot):
@@ -202,30 +191,37 @@ def roofline(rows, plot):
     label_col, marker_col = plot.get("label", "op"), plot.get("marker", "phase")
     annotate = plot.get("annotate")
     labels = ordered_values(rows, label_col)
-    cmap = plt.get_cmap("tab10")
-    colour = {lab: cmap(i % 10) for i, lab in enumerate(labels)}
+    colour = {lab: COLORS[i % len(COLORS)] for i, lab in enumerate(labels)}
     groups, shape = panels(rows, plot)
     fig, axes = figure(shape, plot, 7.0, 5.4)
+    texts, obstacles = [], []
     for ax, (title, sel) in zip(axes, groups):
         if not sel:
             ax.set_visible(False)
             continue
         ais = [number(r["ai"]) for r in sel]
         lo, hi = min(ais) / 4, max(ais) * 4
-        ceilings = sorted({(number(r["peak_flops"]), number(r["bandwidth"]), r.get("compute_dtype", ""))
-                           for r in sel})
-        bw = max(c[1] for c in ceilings)
-        for peak, band, dtype in ceilings:
+        # One roof per distinct (peak, bandwidth); dtypes that share a peak (fp16 and bf16) share a label.
+        roofs = {}
+        for r in sel:
+            key = (number(r["peak_flops"]), number(r["bandwidth"]))
+            names = roofs.setdefault(key, [])
+            if r.get("compute_dtype", "") not in names:
+                names.append(r.get("compute_dtype", ""))
+        bw = max(k[1] for k in roofs)
+        for peak, band in roofs:
             ridge = peak / band
             lo, hi = min(lo, ridge / 8), max(hi, ridge * 8)
         xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-        for peak, band, dtype in ceilings:
-            ax.plot(xs, [min(peak, x * band) / 1e12 for x in xs], color="black", lw=1.2,
-                    ls="-" if "vector" not in dtype else ":")
-            ax.annotate(f"{dtype} {peak / 1e12:.0f} TFLOP/s\nridge {peak / band:.0f} FLOP/B", (peak / band, peak / 1e12),
-                        xytext=(-4, 4), textcoords="offset points", ha="right", va="bottom", fontsize=7)
-        ax.annotate(f"HBM {bw / 1e9:.0f} GB/s", (lo * 1.5, lo * 1.5 * bw / 1e12), rotation=0, fontsize=8,
-                    va="bottom")
+        for (peak, band), names in sorted(roofs.items()):
+            vector = all("vector" in n for n in names)
+            ax.plot(xs, [min(peak, x * band) / 1e12 for x in xs], color="black", lw=1.2, ls=":" if vector else "-")
+            obstacles.append(ax.annotate(f"{'/'.join(names)} {peak / 1e12:.0f} TFLOP/s\nridge {peak / band:.0f} FLOP/B",
+                                         (peak / band, peak / 1e12), xytext=(-4, 4), textcoords="offset points",
+                                         ha="right", va="bottom", fontsize=7))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
         to_label = []
         for r in sel:
             x = number(r["ai"])
@@ -241,31 +237,46 @@ def roofline(rows, plot):
                 ym = number(r["flops"]) / meas / 1e12
                 ax.scatter([x], [ym], marker=mk, s=size, color=colour[r[label_col]])
                 ax.plot([x, x], [y, ym], color=colour[r[label_col]], lw=0.8)
-        label_clusters(ax, to_label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(top=max(c[0] for c in ceilings) / 1e12 * 4)
+        lowest = min(number(r["flops"]) / number(r["predicted_s"]) / 1e12 for r in sel)
+        ax.set_ylim(lowest / 6, max(k[0] for k in roofs) / 1e12 * 4)  # room for the labels below the lowest point
+        texts += label_clusters(ax, to_label, lo, hi)
+        # The bandwidth, named in the corner above the memory roof (no point can lie above a roof),
+        # with a line to the slope.
+        x0 = lo * 3
+        obstacles.append(ax.annotate(f"memory roof: HBM {bw / 1e9:.0f} GB/s", (x0, x0 * bw / 1e12), xytext=(0.02, 0.97),
+                                     textcoords="axes fraction", fontsize=8, va="top", ha="left",
+                                     arrowprops={"arrowstyle": "-", "color": "gray", "lw": 0.6}))
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("attainable TFLOP/s")
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.25)
-    handles = [plt.Line2D([], [], color=colour[lab], marker="o", ls="", label=lab) for lab in labels]
+    handles = [plt.Line2D([], [], color=colour[lab], marker="o", ls="", label=f"{label_col}={lab}") for lab in labels]
     for ph in ordered_values(rows, marker_col):
         handles.append(plt.Line2D([], [], color="gray", marker=marker_of(ph), ls="", mfc="none",
                                   label=f"{marker_col}={ph}"))
-    handles.append(plt.Line2D([], [], color="gray", marker="*", ls="", mfc="none", ms=11, label="whole step"))
+    if any(r.get("op") == "total" for r in rows):
+        handles.append(plt.Line2D([], [], color="gray", marker="*", ls="", mfc="none", ms=11, label="whole step"))
     if any(number(r.get("measured_s")) for r in rows):
         handles.append(plt.Line2D([], [], color="gray", marker="o", ls="", label="measured (filled)"))
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 0.86, 0.95))
+    spread_labels(fig, texts, obstacles)
     return fig
 
 
 def memory(rows, plot):
+    """Stacked weights / KV cache / activations per x, one panel per facet, all panels on one scale
+    (so that MHA and GQA panels compare by eye); a panel whose weights differ from the others' (a
+    KV-heads override changes the K/V projections) says how many parameters it holds."""
     x = plot.get("x", "batch")
     groups, shape = panels(rows, plot)
     fig, axes = figure(shape, plot, 5.2, 4.2)
+    totals = [sum(number(r.get(c)) or 0 for c, _, _ in STACK) / 1e9 for r in rows]
+    caps_all = sorted({number(r["capacity_bytes"]) / 1e9 for r in rows if number(r.get("capacity_bytes"))})
+    top_all = max(totals + caps_all)
+    if caps_all and top_all > 3 * caps_all[-1]:
+        top_all = 3 * caps_all[-1]  # keep the capacity lines readable: clip what is far above them
+    params_vary = len({r.get("params") for r in rows}) > 1
     for ax, (title, sel) in zip(axes, groups):
         if not sel:
             ax.set_visible(False)
@@ -285,19 +296,17 @@ def memory(rows, plot):
                        if number(r.get("capacity_bytes"))})
         for i, (cap, lab) in enumerate(caps):
             ax.axhline(cap / 1e9, color="crimson", ls=["--", ":", "-."][i % 3], lw=1.3)
-            ax.annotate(lab, (len(xs) - 0.5, cap / 1e9), ha="right", va="bottom", fontsize=7, color="crimson")
-        top = max(bottom + [c / 1e9 for c, _ in caps])
-        if caps and top > 3 * caps[-1][0] / 1e9:
-            # Keep the capacity lines readable: clip bars far above them and print their height.
-            top = 3 * caps[-1][0] / 1e9
-            for i, b in enumerate(bottom):
-                if b > top:
-                    ax.annotate(f"{b:.0f}", (i, top), ha="center", va="top", fontsize=7, color="white",
-                                rotation=90)
-        ax.set_ylim(0, top * 1.08)
+            ax.annotate(lab, (-0.5, cap / 1e9), ha="left", va="bottom", fontsize=7, color="crimson",
+                        bbox={"facecolor": "white", "alpha": 0.75, "lw": 0, "pad": 0.6})
+        for i, b in enumerate(bottom):
+            if b > top_all:  # a bar cut at the top of the scale: its height printed on it
+                ax.annotate(f"{b:.0f}", (i, top_all), ha="center", va="top", fontsize=7, color="white", rotation=90)
+        ax.set_ylim(0, top_all * 1.08)
+        if params_vary and number(sel[0].get("params")):
+            title += f" · {number(sel[0]['params']) / 1e9:.1f} B params"
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels(xs, rotation=45 if len(xs) > 8 else 0, fontsize=8)
-        ax.set_xlabel(x)
+        ax.set_xlabel(display(x)[1])
         ax.set_ylabel("GB (10^9 bytes)")
         ax.set_title(title, fontsize=9)
         ax.grid(True, axis="y", alpha=0.25)
@@ -324,15 +333,15 @@ def line(rows, plot):
     groups, (nr, nc) = panels(rows, plot)
     # Without facets the y columns sit side by side; with them, one row of facet panels per y.
     fig, axes = figure((nr * len(ys), nc) if plot.get("facet") else (1, len(ys)), plot, 5.6, 4.4, extra_w=2.8)
-    keys, color = series_colors(rows, series)
+    styles = SeriesStyles(rows, series, markers=plot.get("markers", True))
     per = plot.get("per")  # divide y by this column (e.g. bytes per sequence: per batch_used)
-
+    xscale, xlabel = display(x)
     order = plot.get("sort_by", x)
 
     def points(sel, k, col):
-        return [(p[1], p[2]) for p in sorted(
+        return [(p[1] * xscale, p[2]) for p in sorted(
             (number(r.get(order)), number(r[x]), number(r[col]) / (number(r[per]) if per else 1.0)) for r in sel
-            if key_text(r, series) == k and number(r.get(x)) is not None and number(r.get(col)) is not None)]
+            if styles.of_row(r) == k and number(r.get(x)) is not None and number(r.get(col)) is not None)]
 
     # One row of panels per y column, one panel per facet value.
     for ax, (y, (title, sel)) in zip(axes, [(y, g) for y in ys for g in groups]):
@@ -341,50 +350,56 @@ def line(rows, plot):
             continue
         scale, ylabel = display(y)
         if per:
-            ylabel = ylabel.replace(y, f"{y} per {per}")
+            ylabel = f"{ylabel} per {display(per)[1]}"
         paired = compare.get(y)
         drawn = False
-        for i, k in enumerate(keys):
+        for k in styles.keys:
+            st = styles.style(k)
             pts = points(sel, k, y)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] * scale for p in pts],
-                        marker="o" if plot.get("markers", True) else None, ms=3.5, lw=1.4, color=color(i),
-                        label=k or y)
+                ax.plot([p[0] for p in pts], [p[1] * scale for p in pts], lw=1.4, **st)
                 drawn = True
             if paired:  # the model's value for the same points, dashed in the same colour (also alone)
                 pp = points(sel, k, paired)
                 pscale, _ = display(paired)
-                ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=color(i))
+                ax.plot([p[0] for p in pp], [p[1] * pscale for p in pp], ls="--", lw=1.0, color=st["color"])
                 drawn = drawn or bool(pp)
             # Points whose memory does not fit the device: hollow white markers over the line.
-            over = sorted((number(r[x]), number(r[y])) for r in sel
-                          if key_text(r, series) == k and r.get("fits") == "false"
+            over = sorted((number(r[x]) * xscale, number(r[y])) for r in sel
+                          if styles.of_row(r) == k and r.get("fits") == "false"
                           and number(r.get(x)) is not None and number(r.get(y)) is not None)
             if over:
                 ax.plot([p[0] for p in over], [p[1] * scale for p in over], ls="", marker="o", ms=6,
-                        mfc="white", mec=color(i))
+                        mfc="white", mec=st["color"])
         if not drawn:
             no_data(ax, y)
-        if y in hlines:
+        if y in hlines:  # a reference value of each row, e.g. the ridge point or the search's cap
             ref_col = hlines[y]
-            refs = sorted({(number(r[ref_col]), key_text(r, series[:1])) for r in sel if number(r.get(ref_col))})
-            for j, (v, lab) in enumerate(refs):
+            refs = {}  # value -> the series it belongs to
+            for r in sel:
+                if number(r.get(ref_col)) is not None:
+                    lab = ", ".join(value_text(c, r.get(c, "")) for c in series[:1])
+                    refs.setdefault(number(r[ref_col]), [])
+                    if lab and lab not in refs[number(r[ref_col])]:
+                        refs[number(r[ref_col])].append(lab)
+            for j, (v, labs) in enumerate(sorted(refs.items())):
                 ax.axhline(v * scale, color="gray", ls=["--", ":", "-."][j % 3], lw=1)
-                ax.annotate(f"{ref_col} {lab} ({v * scale:.0f})", (0.01, v * scale), xycoords=("axes fraction", "data"),
-                            fontsize=7, va="bottom", color="dimgray")
+                ax.annotate(f"{ref_col} = {v * scale:.3g}" + (f" ({', '.join(labs)})" if len(refs) > 1 else ""),
+                            (0.01, v * scale), xycoords=("axes fraction", "data"), fontsize=7, va="bottom",
+                            color="dimgray")
         if drawn and plot.get("logx", False):
             ax.set_xscale("log", base=2)
         if drawn and plot.get("logy", False):
             ax.set_yscale("log")
-        ax.set_xlabel(x)
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         if title:
             ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.25)
-    handles = [plt.Line2D([], [], color=color(i), marker="o", ms=3.5, label=k or ys[0]) for i, k in enumerate(keys)]
+    handles = styles.handles(plt, fallback=display(ys[0])[1])
     for y, paired in compare.items():
         if y in ys:
-            handles.append(plt.Line2D([], [], color="gray", ls="--", lw=1.0, label=f"dashed: {paired}"))
+            handles.append(plt.Line2D([], [], color="gray", ls="--", lw=1.0, label=f"dashed: {display(paired)[1]}"))
     if any(r.get("fits") == "false" for r in rows):
         handles.append(plt.Line2D([], [], color="gray", marker="o", ms=6, mfc="white", ls="",
                                   label="does not fit in memory"))
@@ -406,7 +421,8 @@ def grouped_bars(rows, plot):
     groups, shape = panels(rows, plot)
     fig, axes = figure(shape, plot, 6.4, 4.4, extra_w=2.8)
     cats = ordered_values(rows, x)
-    keys, color = series_colors(rows, series)
+    styles = SeriesStyles(rows, series)
+    keys = styles.keys
     width = 0.8 / max(len(keys), 1)
     scale, ylabel = display(y)
     for ax, (title, sel) in zip(axes, groups):
@@ -415,8 +431,9 @@ def grouped_bars(rows, plot):
             continue
         drawn = False
         for i, k in enumerate(keys):
+            colour = COLORS[i % len(COLORS)]
             for c, cat in enumerate(cats):
-                vals = [number(r[y]) * scale for r in sel if r.get(x) == cat and key_text(r, series) == k
+                vals = [number(r[y]) * scale for r in sel if r.get(x) == cat and styles.of_row(r) == k
                         and number(r.get(y)) is not None]
                 if not vals:
                     continue
@@ -425,10 +442,10 @@ def grouped_bars(rows, plot):
                 mean = sum(vals) / len(vals)
                 if logy and mean <= 0:  # nothing to draw on a log axis: say so
                     ax.annotate("0", (pos, 0), xycoords=("data", "axes fraction"), ha="center", va="bottom",
-                                fontsize=6, color=color(i))
+                                fontsize=6, color=colour)
                     continue
                 err = [[mean - min(vals)], [max(vals) - mean]] if len(vals) > 1 else None
-                ax.bar([pos], [mean], width=width * 0.95, color=color(i), yerr=err, capsize=2,
+                ax.bar([pos], [mean], width=width * 0.95, color=colour, yerr=err, capsize=2,
                        error_kw={"lw": 0.8})
         if not drawn:
             no_data(ax, y)
@@ -437,12 +454,14 @@ def grouped_bars(rows, plot):
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats, fontsize=8)
         ax.set_xlim(-0.6, len(cats) - 0.4)
-        ax.set_xlabel(x)
+        ax.set_xlabel(display(x)[1])
         ax.set_ylabel(ylabel)
         if title:
             ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", which="both", alpha=0.25)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=color(i), label=k or y) for i, k in enumerate(keys)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[i % len(COLORS)],
+                             label=", ".join(value_text(c, v) for c, v in zip(series, k)) or display(y)[1])
+               for i, k in enumerate(keys)]
     fig.legend(handles=handles, loc="center right", fontsize=7, frameon=False,
                title=", ".join(series) if series else None, title_fontsize=7)
     fig.tight_layout(rect=(0, 0, 1 - 2.6 / fig.get_figwidth(), 0.93))
@@ -461,7 +480,6 @@ def stacked_bars(rows, plot):
     ylabel = plot.get("ylabel", ylabel.replace(stack[0], ", ".join(labels)))
     groups, shape = panels(rows, plot)
     fig, axes = figure(shape, plot, 6.4, 4.6)
-    cmap = plt.get_cmap("tab10")
     for ax, (title, sel) in zip(axes, groups):
         if not sel:
             ax.set_visible(False)
@@ -473,7 +491,7 @@ def stacked_bars(rows, plot):
             vals = [(number(by_x[v].get(col)) or 0) * scale for v in xs]
             hatch = ["//" if by_x[v].get("fits") == "false" else "" for v in xs]
             for j, (val, h) in enumerate(zip(vals, hatch)):
-                ax.bar(j, val, bottom=bottom[j], color=cmap(i % 10), width=0.72, hatch=h, edgecolor="white")
+                ax.bar(j, val, bottom=bottom[j], color=COLORS[i % len(COLORS)], width=0.72, hatch=h, edgecolor="white")
             bottom = [b + v for b, v in zip(bottom, vals)]
         ref = plot.get("hline")
         if ref:
@@ -493,13 +511,14 @@ def stacked_bars(rows, plot):
             ax.set_ylim(0, max(bottom) * 1.12)
         ax.set_xticks(range(len(xs)))
         ax.set_xticklabels(xs, rotation=30 if len(xs) > 5 else 0, ha="right" if len(xs) > 5 else "center", fontsize=8)
-        ax.set_xlabel(x)
+        ax.set_xlabel(display(x)[1])
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
         ax.grid(True, axis="y", alpha=0.25)
-    handles = [matplotlib.patches.Patch(color=cmap(i % 10), label=lab) for i, lab in enumerate(labels)]
+    handles = [matplotlib.patches.Patch(color=COLORS[i % len(COLORS)], label=textwrap.fill(lab, 24))
+               for i, lab in enumerate(labels)]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False,
-               title=f"above the bars: {ann}" if ann else None, title_fontsize=7)
+               title=textwrap.fill(f"above the bars: {display(ann)[1]}", 30) if ann else None, title_fontsize=7)
     if any(r.get("fits") == "false" for r in rows):
         fig.text(0.01, 0.01, "hatched: does not fit in device memory", fontsize=7, color="dimgray")
     fig.tight_layout(rect=(0, 0.02, 0.84, 0.93))
@@ -551,15 +570,16 @@ def heatmap(rows, plot):
         ax.set_xticklabels([f"{v:g}" for v in xs], fontsize=8)
         ax.set_yticks(range(len(ys)))
         ax.set_yticklabels([f"{v:g}" for v in ys], fontsize=8)
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
+        ax.set_xlabel(display(x)[1])
+        ax.set_ylabel(display(y)[1])
         ax.set_title(title, fontsize=9)
     if overlay:
-        fig.legend(handles=[plt.Line2D([], [], color="black", marker="o", mfc="none", ms=9, label=f"{overlay} per {y}")],
+        fig.legend(handles=[plt.Line2D([], [], color="black", marker="o", mfc="none", ms=9,
+                                       label=f"{display(overlay)[1]} per {display(y)[1]}")],
                    loc="upper right", fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 0.9, 0.92))
     cax = fig.add_axes((0.91, 0.12, 0.015, 0.72))
-    bar = fig.colorbar(image, cax=cax, label=z)
+    bar = fig.colorbar(image, cax=cax, label=display(z)[1])
     if center is not None:  # as many ticks below the centre as above it
         ticks = [lo + (center - lo) * k / 3 for k in range(3)] + [center + (hi - center) * k / 4 for k in range(5)]
         bar.set_ticks([t for t in ticks if lo <= t <= hi])
@@ -571,34 +591,102 @@ KINDS = {"roofline": roofline, "memory": memory, "line": line, "grouped_bars": g
          "stacked_bars": stacked_bars, "heatmap": heatmap}
 
 
-def main():
+# What each kind needs; which fields name one or more columns; which map columns to values or columns.
+REQUIRED = {"roofline": [], "memory": [], "line": ["x", "y"], "grouped_bars": ["x", "y"],
+            "stacked_bars": ["x", "stack"], "heatmap": ["x", "y", "z"]}
+COLUMN_FIELDS = ["facet", "series", "x", "y", "z", "stack", "sort_by", "overlay", "per", "label", "marker", "annotate",
+                 "hline"]
+KEYED_FIELDS = ["where", "exclude"]      # {column: value(s)}
+PAIRED_FIELDS = ["hlines", "compare"]    # {column: column}
+OTHER_FIELDS = ["name", "kind", "title", "logx", "logy", "wrap", "labels", "ylabel", "center", "markers", "_where"]
+COLUMNS_OF_KIND = {"roofline": ["ai", "flops", "predicted_s", "peak_flops", "bandwidth"],
+                   "memory": ["weights_bytes", "kv_cache_bytes", "activation_bytes"]}
+
+
+def problems(plot, rows, columns):
+    """Every problem of one plot entry over these rows, as messages (empty: it can be drawn)."""
+    kind = plot.get("kind")
+    if kind not in KINDS:
+        return [f"unknown plot kind '{kind}' (known: {', '.join(KINDS)})"]
+    out = []
+    known = set(COLUMN_FIELDS + KEYED_FIELDS + PAIRED_FIELDS + OTHER_FIELDS)
+    out += [f"unknown field '{k}' (known: {', '.join(sorted(known - {'_where'}))})" for k in plot if k not in known]
+    out += [f"a {kind} plot needs '{f}'" for f in REQUIRED[kind] if not plot.get(f)]
+    if kind == "grouped_bars" and isinstance(plot.get("y"), list):
+        out.append("a grouped_bars plot takes one y column")
+    if kind == "stacked_bars" and plot.get("labels") and len(as_list(plot["labels"])) != len(as_list(plot.get("stack"))):
+        out.append("stacked_bars: labels must name every stack column")
+    named = [c for f in COLUMN_FIELDS for c in as_list(plot.get(f))] + COLUMNS_OF_KIND.get(kind, [])
+    if kind == "memory":
+        named.append(plot.get("x", "batch"))
+    if kind == "roofline":
+        named.append(plot.get("label", "op"))
+    named += [c for f in KEYED_FIELDS for c in (plot.get(f) or {})]
+    named += [c for f in PAIRED_FIELDS for pair in (plot.get(f) or {}).items() for c in pair]
+    missing = [c for c in dict.fromkeys(named) if c not in columns]
+    if missing:
+        out.append(f"column{'s' if len(missing) > 1 else ''} {', '.join(repr(c) for c in missing)} not in the results "
+                   f"(columns: {', '.join(columns)})")
+    elif not select(rows, plot):
+        out.append("no rows left after 'where'/'exclude'")
+    return out
+
+
+def render(rows, plot, origin="the CSV"):
+    """The figure of one plot entry over the CSV's rows, with its footers."""
+    kind = plot.get("kind")
+    columns = list(rows[0].keys()) if rows else []
+    trouble = problems(plot, rows, columns)
+    if trouble:
+        fail(f"plot '{plot.get('name', kind)}' over {origin}: " + "; ".join(trouble))
+    rows = select(rows, plot)
+    fig = KINDS[kind](rows, plot)
+    fig.text(0.995, 0.005, "inferlab", ha="right", va="bottom", fontsize=6, color="gray")
+    # Which ceilings the predictions stand on (datasheet or a measured file), on every figure that has them.
+    sources = [c for c in ordered_values(rows, "ceilings") if c]
+    if sources:
+        fig.text(0.5, 0.003, "ceilings: " + "; ".join(sources), ha="center", va="bottom", fontsize=6, color="gray")
+    return fig
+
+
+def main(argv=None):
+    """Exit status: 0 drawn or checked, 2 bad input, 130 interrupted (Ctrl-C: quietly, no traceback)."""
+    try:
+        draw(argv)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def draw(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", required=True)
     ap.add_argument("--plot", required=True, help="JSON file with one plot entry")
-    ap.add_argument("--out", required=True, help="output path without extension")
-    a = ap.parse_args()
+    ap.add_argument("--out", help="output path without extension")
+    ap.add_argument("--check", action="store_true", help="validate the plot entries against the rows; draw nothing")
+    a = ap.parse_args(argv)
     with open(a.plot) as f:
         plot = json.load(f)
-    kind = plot.get("kind")
-    if kind not in KINDS:
-        fail(f"unknown plot kind '{kind}' (known: {', '.join(KINDS)})")
     with open(a.csv, newline="") as f:
-        rows = list(csv.DictReader(f))
-    rows = select(rows, plot)
-    if not rows:
-        fail(f"plot '{plot.get('name', kind)}': no rows left after 'where'/'exclude'")
-    for col in (as_list(plot.get("facet")) + as_list(plot.get("series")) + as_list(plot.get("x")) + as_list(plot.get("y"))
-                + as_list(plot.get("z")) + as_list(plot.get("stack")) + as_list(plot.get("sort_by"))
-                + as_list(plot.get("overlay"))):
-        if col not in rows[0]:
-            fail(f"plot '{plot.get('name', kind)}': column '{col}' is not in {a.csv} "
-                 f"(columns: {', '.join(rows[0].keys())})")
-    fig = KINDS[kind](rows, plot)
-    fig.text(0.995, 0.005, "inferlab", ha="right", va="bottom", fontsize=6, color="gray")
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        columns = list(reader.fieldnames or [])
+    if a.check:
+        bad = []
+        for p in as_list(plot):
+            for msg in problems(p, rows, columns):
+                bad.append(f"{p.get('_where', '')}{': ' if p.get('_where') else ''}plot '{p.get('name', p.get('kind'))}': {msg}")
+        if bad:
+            fail("\n".join(bad))
+        return
+    if not a.out:
+        fail("--out is needed to draw")
+    load_matplotlib()
+    fig = render(rows, plot, a.csv)
     for ext in ("png", "svg"):
         fig.savefig(f"{a.out}.{ext}", dpi=150)
     plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

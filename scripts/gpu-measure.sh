@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a CUDA machine: runs an experiment with measured rows and figures, and the PyTorch SDPA peers
-# of the same kind in the same session, under OUTDIR (default data/results/<gpu slug>).
+# of the same kind in the same session, under OUTDIR (default out/<gpu slug>; results to commit go
+# to data/results/<gpu slug>, from a clean tree).
 #   scripts/gpu-measure.sh attention|decode [OUTDIR]
 #     attention  experiments/attention_prefill.yaml + peers/sdpa_prefill.csv
 #     decode     experiments/decode_attention.yaml  + peers/sdpa_decode.csv
@@ -18,6 +19,6 @@ out="${2:-}"
 args=()
 [ -n "$out" ] && args=(--out "$out")
 "$bin/inferlab" run "$spec" "${args[@]}" --fresh || exit 1
-dir="${out:-data/results/$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g;s/-$//')}"
+dir="${out:-out/$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g;s/-$//')}"
 mkdir -p "$dir/peers"
 PYTHONUNBUFFERED=1 python3 scripts/peers/attention_peers.py --mode "$mode" --out "$dir/peers/sdpa_$mode.csv"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds here (for sm_90 unless CMAKE_CUDA_ARCHITECTURES is set) and packs what a GPU machine without
 # our build dependencies needs into .gpu/ (git-ignored):
-#   .gpu/bin/   the CLI and every test binary
+#   .gpu/bin/   the CLI (inferlab and inferlab-cuda, which it hands measuring verbs to) and every test binary
 #   .gpu/lib/   the shared libraries they link from this system (fmt, yaml-cpp, benchmark, ...),
 #               leaving out glibc/libstdc++ and CUDA's own libraries, which the GPU machine has.
 # Then, on the GPU machine, in a copy of this tree: scripts/gpu-check.sh OUTDIR
@@ -14,6 +14,7 @@ rm -rf .gpu/bin .gpu/lib
 mkdir -p .gpu/bin .gpu/lib
 cp build/inferlab .gpu/bin/
 [ -x build/inferlab_engine_logits ] && cp build/inferlab_engine_logits .gpu/bin/
+[ -x build/inferlab-cuda ] && cp build/inferlab-cuda .gpu/bin/  # what `inferlab` hands measuring verbs to
 for b in build/inferlab_bench_*; do [ -x "$b" ] && cp "$b" .gpu/bin/; done
 find build/tests -maxdepth 1 -type f -perm -u+x -name 'inferlab_*_tests' -exec cp {} .gpu/bin/ \;
 for bin in .gpu/bin/*; do

@@ -12,8 +12,11 @@
 //                   [--weight-format F] [--eager]   run the GPU engine (predict-only without a GPU)
 // Every verb takes --json for machine-readable output. Bad input prints "inferlab: error: ..." and
 // exits with status 1 (2 for command-line syntax errors).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <unistd.h>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -38,92 +41,28 @@
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
+#include "inferlab/sim/warnings.h"
+#include "describe.h"
 
 namespace fs = std::filesystem;
 using namespace inferlab;
+using namespace inferlab::cli;
 
 namespace {
 
-constexpr double kGB = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string si(double v, const char* unit) {
-  const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
-  int i = 0;
-  while (std::abs(v) >= 1000 && i < 6) {
-    v /= 1000;
-    ++i;
-  }
-  return fmt::format("{:.3g} {}{}", v, prefixes[i], unit);
-}
-
-std::string seconds(double s) {
-  if (s >= 1) return fmt::format("{:.3g} s", s);
-  if (s >= 1e-3) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} us", s * 1e6);
-}
-
-std::string gb(double bytes) { return fmt::format("{:.2f} GB ({:.2f} GiB)", bytes / kGB, bytes / kGiB); }
-
-void print_json(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
-
-std::string precision_text(const Precision& p, std::optional<WeightFormat> layer_weights = std::nullopt) {
-  return fmt::format("weights {}{} · activations {} · KV {}", dtype_name(p.weight),
-                     layer_weights ? " (layer GEMMs " + weight_format_name(*layer_weights) + ")" : "",
-                     dtype_name(p.act), dtype_name(p.kv));
-}
-
-nlohmann::json model_json(const ModelConfig& m) {
-  return {{"name", m.name},
-          {"origin", m.origin},
-          {"model_type", m.model_type},
-          {"params", m.total_params()},
-          {"active_params_per_token", m.active_params_per_token()},
-          {"layers", m.layers},
-          {"hidden", m.hidden},
-          {"intermediate", m.intermediate},
-          {"heads", m.heads},
-          {"kv_heads", m.kv_heads},
-          {"head_dim", m.head_dim},
-          {"vocab", m.vocab},
-          {"attention_kind", m.attention_kind()},
-          {"experts", m.experts},
-          {"experts_per_token", m.experts_per_token},
-          {"sliding_window", m.sliding_window ? nlohmann::json(*m.sliding_window) : nlohmann::json(nullptr)},
-          {"max_positions", m.max_positions},
-          {"dtype", dtype_name(m.dtype)}};
-}
-
-nlohmann::json hardware_json(const Hardware& h) {
-  return {{"id", h.id},
-          {"name", h.name},
-          {"origin", h.origin},
-          {"ceilings", h.ceilings_source},
-          {"memory_bytes", h.memory_bytes},
-          {"memory_bandwidth", h.memory_bandwidth},
-          {"tensor_dense_flops", h.tensor_dense},
-          {"tensor_sparse_2_4_flops", h.tensor_sparse},
-          {"vector_flops", h.vector},
-          {"launch_overhead_s", h.launch_overhead_s}};
-}
-
-std::string model_summary(const ModelConfig& m) {
-  std::string s = fmt::format("{}: {:.2f} B params, {} layers, {} ({} query / {} KV heads), head dim {}", m.name,
-                              m.total_params() / 1e9, m.layers, m.attention_kind(), m.heads, m.kv_heads, m.head_dim);
-  if (m.is_moe())
-    s += fmt::format(", {} experts top-{} ({:.2f} B active)", m.experts, m.experts_per_token,
-                     m.active_params_per_token() / 1e9);
-  if (m.sliding_window) s += fmt::format(", sliding window {}", *m.sliding_window);
-  return s;
-}
-
 // ---------------------------------------------------------------- list
-int cmd_list(bool json) {
+int cmd_list(const std::string& ceilings, bool json) {
   nlohmann::json out = {{"models", nlohmann::json::array()},
                         {"hardware", nlohmann::json::array()},
                         {"specs", nlohmann::json::array()},
                         {"scenarios", nlohmann::json::array()}};
   for (const auto& n : known_models()) out["models"].push_back(model_json(load_model(n)));
-  for (const auto& n : known_hardware()) out["hardware"].push_back(hardware_json(load_hardware(n)));
+  for (const auto& n : known_hardware()) {
+    const Hardware h = load_hardware(n, ceilings);
+    nlohmann::json j = hardware_json(h);
+    if (h.tensor_dense.count("bf16")) j["ridge_bf16"] = h.ridge(DType::bf16);
+    out["hardware"].push_back(j);
+  }
   for (const auto& n : list_stems(project_root() / "experiments", ".yaml")) {
     const auto spec = load_spec(project_root() / "experiments" / (n + ".yaml"));
     out["specs"].push_back({{"name", spec.name},
@@ -143,19 +82,40 @@ int cmd_list(bool json) {
   }
   fmt::print("Models (data/models):\n");
   for (const auto& n : known_models()) fmt::print("  {}\n", model_summary(load_model(n)));
-  fmt::print("\nHardware (data/hardware; dense tensor-core peaks):\n");
+  fmt::print("\nHardware (data/hardware; dense tensor-core peaks; ceilings: {}):\n", ceilings);
   for (const auto& n : known_hardware()) {
-    const Hardware h = load_hardware(n);
-    fmt::print("  {:<15} {:<26} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB/s  {:>4} MiB x 1024  ridge {:.0f} FLOP/B\n", h.id,
-               h.name, h.tensor_dense.count("bf16") ? h.tensor_dense.at("bf16") / 1e12 : 0.0, h.memory_bandwidth / 1e9,
-               int(h.memory_bytes / kGiB + 0.5), h.tensor_dense.count("bf16") ? h.ridge(DType::bf16) : 0.0);
+    const Hardware h = load_hardware(n, ceilings);
+    fmt::print("  {:<15} {:<26} {:>7.1f} TFLOP/s bf16  {:>6.0f} GB/s  {:>6.1f} GiB ({})  ridge {:.0f} FLOP/B (bf16)\n",
+               h.id, h.name, h.tensor_dense.count("bf16") ? h.tensor_dense.at("bf16") / 1e12 : 0.0,
+               h.memory_bandwidth / 1e9, h.memory_bytes / kGiB, h.memory_label,
+               h.tensor_dense.count("bf16") ? h.ridge(DType::bf16) : 0.0);
   }
+  // Descriptions wrapped at word boundaries under their spec, never cut.
+  auto wrapped = [](const std::string& text, std::size_t width, const std::string& indent) {
+    std::string out, line;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find(' ', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string word = text.substr(start, end - start);
+      if (!line.empty() && line.size() + 1 + word.size() > width) {
+        out += indent + line + "\n";
+        line.clear();
+      }
+      if (!word.empty()) line += (line.empty() ? "" : " ") + word;
+      start = end + 1;
+    }
+    if (!line.empty()) out += indent + line + "\n";
+    return out;
+  };
   fmt::print("\nExperiment specs (experiments/*.yaml):\n");
-  for (const auto& s : out["specs"])
-    fmt::print("  {:<28} {:<7} {:>5} points  {}\n", s["name"].get<std::string>(), s["scenario"].get<std::string>(),
-               s["points"].get<std::size_t>(), s["description"].get<std::string>().substr(0, 60));
+  for (const auto& s : out["specs"]) {
+    fmt::print("  {:<28} {:<11} {:>5} points\n", s["name"].get<std::string>(), s["scenario"].get<std::string>(),
+               s["points"].get<std::size_t>());
+    fmt::print("{}", wrapped(s["description"].get<std::string>(), 96, "      "));
+  }
   fmt::print("\nScenarios:\n");
-  for (const auto& s : scenarios()) fmt::print("  {:<8} {}\n", s.name, s.help);
+  for (const auto& s : scenarios()) fmt::print("  {:<11} {}\n", s.name, s.help);
   return 0;
 }
 
@@ -169,7 +129,7 @@ nlohmann::json parallel_json(const ModelPoint& mp) {
           {"link", mp.par.devices() > 1 ? r.link.name : ""},
           {"step_s", r.time_s},
           {"stage_s", r.stage_s},
-          {"compute_s", r.compute_s},
+          {"ops_s", r.compute_s},
           {"tp_comm_s", r.tp_comm_s},
           {"send_s", r.send_s},
           {"bubble_s", r.bubble_s},
@@ -213,9 +173,9 @@ int cmd_model(const Params& p, bool json) {
   const auto& s = mp.prediction;
   const DType mm = mp.options.precision.act;
   fmt::print("{}\n", model_summary(mp.model));
-  fmt::print("on {} ({}): {:.1f} TFLOP/s {} dense, {:.0f} GB/s, ridge {:.1f} FLOP/B, {:.1f} us per launch\n", h.id,
-             h.ceilings_source, h.matmul_peak(mm) / 1e12, dtype_name(mm), h.memory_bandwidth / 1e9, h.ridge(mm),
-             h.launch_overhead_s * 1e6);
+  fmt::print("on {}, ceilings {}: {:.1f} TFLOP/s {} dense, {:.0f} GB/s, ridge {:.0f} FLOP/B ({}), {:.1f} us per launch\n",
+             h.id, h.ceilings_source, h.matmul_peak(mm) / 1e12, dtype_name(mm), h.memory_bandwidth / 1e9, h.ridge(mm),
+             dtype_name(mm), h.launch_overhead_s * 1e6);
   const bool parallel = mp.par.devices() > 1 || mp.par.microbatches > 1;
   const auto& par = mp.parallel;
   if (parallel)
@@ -228,31 +188,37 @@ int cmd_model(const Params& p, bool json) {
              mp.step.phase == Phase::prefill ? "prompt" : "context", mp.step.context(), precision_text(mp.options.precision, mp.options.weight_format),
              attention_variant_name(mp.options.attention),
              mp.step.phase == Phase::prefill ? (mp.options.causal ? ", causal" : ", non-causal") : "");
-  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<8} {:>10} {:>7}\n", "op", "count", "FLOPs", "bytes",
+  // The op column as wide as its longest name: nothing is cut.
+  auto op_name = [](const Op& op) { return op.name + (op.variant.empty() ? "" : "/" + op.variant); };
+  std::size_t w = 12;
+  for (const Op& op : s.ops) w = std::max(w, op_name(op).size());
+  for (const auto& c : par.stages[par.slowest].comm) w = std::max(w, c.name.size());
+  fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<14} {:>10} {:>7}\n", "op", w, "count", "FLOPs", "bytes",
              "weights", "KV", "AI F/B", "bound", "time", "share");
   for (std::size_t i = 0; i < s.ops.size(); ++i) {
     const Op& op = s.ops[i];
     const Prediction& pr = s.predictions[i];
     const double n = double(op.count);
-    fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n",
-               op.name + (op.variant.empty() ? "" : "/" + op.variant).substr(0, 15 - std::min<size_t>(15, op.name.size())),
-               op.count, si(op.total_flops(), "FLOP"), si(op.total_bytes(), "B"),
-               si(op.bytes(TensorRole::weight) * n, "B"), si(op.bytes(TensorRole::kv_cache) * n, "B"), op.ai(),
-               bound_name(pr.bound), seconds(pr.total_s), 100.0 * pr.total_s / par.time_s);
+    fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<14} {:>10} {:>6.1f}%\n", op_name(op), w, op.count,
+               si(op.total_flops(), "FLOP"), si(op.total_bytes(), "B"), si(op.bytes(TensorRole::weight) * n, "B"),
+               si(op.bytes(TensorRole::kv_cache) * n, "B"), op.ai(), bound_name(pr.bound), seconds(pr.total_s),
+               100.0 * pr.total_s / par.time_s);
   }
   for (const auto& c : par.stages[par.slowest].comm)
-    fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<8} {:>10} {:>6.1f}%\n", c.name.substr(0, 15), c.count, "",
-               si(c.bytes * double(c.count), "B"), "", "", "", collective_name(c.kind).substr(0, 8), seconds(c.total_s()),
+    fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9} {:<14} {:>10} {:>6.1f}%\n", c.name, w, c.count, "",
+               si(c.bytes * double(c.count), "B"), "", "", "", collective_name(c.kind), seconds(c.total_s()),
                100.0 * c.total_s() / par.time_s);
-  fmt::print("{:<15} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<8} {:>10} {:>6.1f}%\n", parallel ? "device total" : "total",
-             "", si(s.flops, "FLOP"), si(s.bytes, "B"), "", "", s.ai(), bound_name(s.bound()),
-             seconds(parallel ? par.stage_s : s.time_s), 100.0 * (parallel ? par.stage_s : s.time_s) / par.time_s);
-  fmt::print("\nstep {}: compute {}, memory {}, launches {} (sums of the per-op terms); {} · {:.0f} tokens/s\n",
+  fmt::print("{:<{}} {:>5} {:>11} {:>11} {:>10} {:>10} {:>9.3g} {:<14} {:>10} {:>6.1f}%\n",
+             parallel ? "device total" : "total", w, "", si(s.flops, "FLOP"), si(s.bytes, "B"), "", "", s.ai(),
+             bound_name(s.bound()), seconds(parallel ? par.stage_s : s.time_s),
+             100.0 * (parallel ? par.stage_s : s.time_s) / par.time_s);
+  fmt::print("\nstep {}: the ops' roofline times, max(compute, memory) + launches each; their terms summed apart: "
+             "compute {}, memory {}, launches {}; {} · {:.0f} tokens/s\n",
              seconds(par.time_s), seconds(s.compute_s), seconds(s.memory_s), seconds(s.launch_s),
              bound_name(s.bound()) + "-bound", double(mp.step.tokens()) / par.time_s);
   if (parallel) {
     const auto& b = mp.memory.breakdown;
-    fmt::print("on the critical path: compute {} · TP all-reduces {} · stage sends {} · pipeline bubble {} ({:.0f}% of the "
+    fmt::print("on the critical path: operators {} · TP all-reduces {} · stage sends {} · pipeline bubble {} ({:.0f}% of the "
                "slots); communication {:.1f}% of the step\n",
                seconds(par.compute_s), seconds(par.tp_comm_s), seconds(par.send_s), seconds(par.bubble_s),
                100 * par.bubble_fraction, 100 * par.comm_share());
@@ -285,10 +251,18 @@ int cmd_memory(const Params& p, bool json) {
   fmt::print("batch {} · context {} · {}\n\n", mp.batch, mp.context, precision_text(mp.options.precision));
   fmt::print("  weights      {:>26}   {:.3f} B params x {} B\n", gb(b.weights), m.total_params() / 1e9,
              dtype_bytes(mp.options.precision.weight));
-  fmt::print("  KV cache     {:>26}   {} seq x {} tokens x {} B/token (2 x {} layers x {} KV heads x {} x {} B){}\n",
-             gb(b.kv_cache), mp.batch, b.kv_tokens_per_sequence, kv_bytes_per_token(m, mp.options.precision.kv) ,
-             m.layers, m.kv_heads, m.head_dim, dtype_bytes(mp.options.precision.kv),
-             b.kv_tokens_per_sequence < mp.context ? " (rolling sliding window)" : "");
+  const double kvb = dtype_bytes(mp.options.precision.kv);
+  const std::string per_layer =
+      m.mla ? fmt::format("latent {} + RoPE key {}", m.mla->kv_lora_rank, m.mla->qk_rope_head_dim)
+            : fmt::format("2 x {} KV heads x {}", m.kv_heads, m.head_dim);
+  fmt::print("  KV cache     {:>26}   {} seq x {} layer-tokens x {} B ({} values of {} B a token and layer)\n",
+             gb(b.kv_cache), mp.batch, b.kv_layer_tokens, m.kv_elements_per_token_per_layer() * kvb, per_layer, kvb);
+  if (b.kv_layer_tokens < m.layers * mp.context) {
+    std::string held = fmt::format("{} windowed layers x {} tokens (rolling window)", m.window_layer_count(),
+                                   b.kv_tokens_per_sequence < mp.context ? b.kv_tokens_per_sequence : *m.sliding_window);
+    if (m.global_layer_count()) held = fmt::format("{} global layers x {} tokens + ", m.global_layer_count(), mp.context) + held;
+    fmt::print("  {:<42}layer-tokens: {}\n", "", held);
+  }
   fmt::print("  activations  {:>26}   peak of one pass ({} attention, prefill chunk {})\n", gb(b.activations),
              attention_variant_name(mp.options.attention),
              mp.options.prefill_chunk ? std::to_string(mp.options.prefill_chunk) : std::string("whole prompt"));
@@ -296,11 +270,15 @@ int cmd_memory(const Params& p, bool json) {
   fmt::print("  total        {:>26}\n\n", gb(b.total()));
   if (mp.has_hardware) {
     const double cap = mp.hardware.memory_bytes;
-    fmt::print("on {} ({} MiB usable): {} — {}\n", mp.hardware.id, int64_t(cap / 1048576.0),
+    fmt::print("on {} ({} MiB usable; ceilings {}): {} — {}\n", mp.hardware.id, int64_t(cap / 1048576.0),
+               mp.hardware.ceilings_source,
                b.total() <= cap ? "fits" : "does NOT fit",
                b.total() <= cap ? gb(cap - b.total()) + " free" : gb(b.total() - cap) + " over");
-    fmt::print("  largest batch at {} tokens: {};  longest context at batch {}: {} tokens (model max {})\n\n",
-               mp.context, mp.max_batch, mp.batch, mp.max_context, m.max_positions);
+    const std::string why = mp.max_context_limit == "memory"        ? "memory-bound"
+                            : mp.max_context_limit == "max positions" ? "the model's limit; memory would hold more"
+                                                                      : "the search's cap; memory would hold more";
+    fmt::print("  largest batch at {} tokens: {};  longest context at batch {}: {} tokens ({})\n\n", mp.context,
+               mp.max_batch, mp.batch, mp.max_context, why);
   }
   fmt::print("KV reservation for {} x {} tokens:\n", mp.batch, mp.context);
   for (const KvReservation* r : {&mp.contiguous, &mp.paged}) {
@@ -362,8 +340,8 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
     return 0;
   }
   fmt::print("{}\n", model_summary(sp.model));
-  fmt::print("on {}{} ({}); step times: {}\n", sp.hardware.id, sp.tp > 1 ? fmt::format(" x{} (TP)", sp.tp) : "",
-             sp.hardware.ceilings_source, sp.result.cost_model);
+  fmt::print("on {}{}, ceilings {}; step times: {}\n", sp.hardware.id,
+             sp.tp > 1 ? fmt::format(" x{} (TP)", sp.tp) : "", sp.hardware.ceilings_source, sp.result.cost_model);
   fmt::print("trace: {}: {} requests\n", sp.trace_source, s.requests);
   fmt::print("scheduler {}{} · KV {} ({} tokens a block) · max_len {} · max_batch {} · {} tokens a pass\n",
              scheduler_name(c.scheduler),
@@ -406,10 +384,22 @@ int cmd_run(const std::vector<std::string>& specs, const RunOptions& base, bool 
     if (!json) fmt::print(stderr, "{}: {} points ({})\n", spec.name, spec.points().size(), spec.path.string());
     RunOptions o = base;
     o.progress = !json;
-    const RunResult r = run_spec(spec, o, gpu);
+    RunResult r;
+    try {
+      r = run_spec(spec, o, gpu);
+    } catch (const PlotsInterrupted& e) {
+      fmt::print(stderr, "inferlab: {}\n", e.what());
+      return 130;
+    }
     if (!r.complete) {
-      fmt::print(stderr, "inferlab: interrupted after {} of {} points of {}; rerun the same command to resume\n",
-                 r.ran + r.resumed, r.points, spec.name);
+      if (!r.written)
+        fmt::print(stderr, "inferlab: interrupted while predicting {} (point {} of {}); nothing written\n", spec.name,
+                   r.ran + 1, r.points);
+      else
+        fmt::print(stderr,
+                   "inferlab: interrupted after measuring {} of {} points of {} ({} kept from before); {} holds every "
+                   "prediction and the measurements so far: the same command measures the rest\n",
+                   r.ran + r.resumed, r.points, spec.name, r.resumed, r.csv.string());
       return 130;
     }
     nlohmann::json figs = nlohmann::json::array();
@@ -421,6 +411,7 @@ int cmd_run(const std::vector<std::string>& specs, const RunOptions& base, bool 
                    {"points", r.points},
                    {"ran", r.ran},
                    {"resumed", r.resumed},
+                   {"pruned", r.pruned},
                    {"mode", r.measured ? "measured" : "predicted"},
                    {"mode_reason", r.mode_reason}});
     if (!json) {
@@ -433,22 +424,49 @@ int cmd_run(const std::vector<std::string>& specs, const RunOptions& base, bool 
 }
 
 // ---------------------------------------------------------------- plot
-int cmd_plot(const std::string& csv_arg, const std::string& only, const std::string& out_arg, bool json) {
-  const fs::path csv(csv_arg);
+struct PlotArgs {
+  std::string csv, only, out, spec;
+  bool check = false;
+};
+
+int cmd_plot(const PlotArgs& a, bool json) {
+  const fs::path csv(a.csv);
   if (!fs::is_regular_file(csv)) throw Error("results file not found: " + csv.string());
-  fs::path prov = csv;
-  prov.replace_extension(".json");
-  if (!fs::is_regular_file(prov))
-    throw Error("no provenance " + prov.string() + " beside " + csv.string() + ": it names the plots to draw");
-  const auto p = read_json_file(prov);
+  // The plot entries: the spec's (to redraw results with the figures as the spec now has them), or
+  // those the provenance beside the results recorded.
+  std::string where, name = csv.stem().string();
+  nlohmann::json entries;
+  if (!a.spec.empty()) {
+    const Spec spec = load_spec(a.spec);
+    entries = spec.plots;
+    where = spec.path.string();
+    name = spec.name;
+  } else {
+    fs::path prov = csv;
+    prov.replace_extension(".json");
+    if (!fs::is_regular_file(prov))
+      throw Error("no provenance " + prov.string() + " beside " + csv.string() + ": it names the plots to draw (or --spec)");
+    const auto p = read_json_file(prov);
+    entries = p.value("plots", nlohmann::json::array());
+    where = prov.string();
+    name = p.value("spec_name", name);
+  }
   std::vector<nlohmann::json> plots;
-  for (const auto& pl : p.value("plots", nlohmann::json::array()))
-    if (only.empty() || pl.value("name", std::string()) == only) plots.push_back(pl);
+  for (const auto& pl : entries)
+    if (a.only.empty() || pl.value("name", std::string()) == a.only) plots.push_back(pl);
   if (plots.empty())
-    throw Error(only.empty() ? prov.string() + " lists no plots" : "no plot named '" + only + "' in " + prov.string());
+    throw Error(a.only.empty() ? where + " lists no plots" : "no plot named '" + a.only + "' in " + where);
   read_csv(csv);  // a malformed file is reported by file and line before python sees it
-  const fs::path out = out_arg.empty() ? csv.parent_path() / "figures" : fs::path(out_arg);
-  const auto figs = draw_plots(csv, plots, out, p.value("spec_name", csv.stem().string()));
+  if (a.check) {
+    check_plots(read_text_file(csv), plots);
+    if (json)
+      print_json({{"checked", plots.size()}});
+    else
+      fmt::print("{} plot(s) of {} can be drawn from {}\n", plots.size(), where, csv.string());
+    return 0;
+  }
+  const fs::path out = a.out.empty() ? csv.parent_path() / "figures" : fs::path(a.out);
+  const auto figs = draw_plots(csv, plots, out, name);
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& f : figs) j.push_back(f.string());
@@ -459,11 +477,48 @@ int cmd_plot(const std::string& csv_arg, const std::string& only, const std::str
   return 0;
 }
 
+#ifdef INFERLAB_CUDA_CLI
+// This `inferlab` predicts and loads no CUDA library, so that it starts at once; verbs that run
+// kernels are handed over to inferlab-cuda beside it (the same CLI with the measured side), with the
+// same arguments: `ceilings`, `generate` (the GPU engine) and `run` of a spec whose scenario has kernels.
+bool runs_kernels(const std::vector<std::string>& specs) {
+  for (const auto& path : specs) {
+    try {
+      if (find_scenario(load_spec(path).scenario).kernels) return true;
+    } catch (const std::exception&) {
+      // A spec that does not load is reported as ever, by this process.
+    }
+  }
+  return false;
+}
+
+fs::path cuda_cli() {
+  std::error_code ec;
+  return fs::read_symlink("/proc/self/exe", ec).parent_path() / INFERLAB_CUDA_CLI;
+}
+
+// Replaces this process by inferlab-cuda; returns only when that cannot be run.
+int hand_over(char** argv) {
+  const fs::path cuda = cuda_cli();
+  std::error_code ec;
+  if (!fs::is_regular_file(cuda, ec)) return 0;  // not built: the verb explains what is missing
+  const std::string self = cuda.string();
+  argv[0] = const_cast<char*>(self.c_str());
+  ::execv(self.c_str(), argv);
+  fmt::print(stderr, "inferlab: error: cannot run {}: {}\n", self, std::strerror(errno));
+  return 1;
+}
+#endif
+
 // ---------------------------------------------------------------- ceilings
 int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bool quick, bool json) {
 #ifndef INFERLAB_HAVE_CUDA
   (void)hardware_arg, (void)out_arg, (void)quick, (void)json;
+#ifdef INFERLAB_CUDA_CLI
+  throw Error("ceilings: " + cuda_cli().string() + " (the CLI that measures) is not built: build the inferlab-cuda target");
+#else
   throw Error("ceilings: this inferlab was built without CUDA; build with nvcc to measure a GPU");
+#endif
 #else
   const GpuInfo gpu = detect_gpu();
   if (!gpu.present) throw Error("ceilings: no GPU to measure (" + gpu.reason + ")");
@@ -530,6 +585,7 @@ int cmd_ceilings(const std::string& hardware_arg, const std::string& out_arg, bo
   return 0;
 #endif
 }
+
 
 void add_precision_options(CLI::App* c, Params& p) {
   c->add_option_function<std::string>("--dtype", [&p](const std::string& v) { p["dtype"] = v; },
@@ -663,17 +719,22 @@ int main(int argc, char** argv) {
   bool json = false;
 
   auto* list = app.add_subcommand("list", "models, hardware, experiment specs and scenarios");
+  std::string list_ceilings = "datasheet";
+  list->add_option("--ceilings", list_ceilings, std::string("the hardware figures: ") + kCeilingsHelp);
   list->add_flag("--json", json, "machine-readable output");
 
   Params model_p, memory_p;
   auto* model = app.add_subcommand("model", "per-operator roofline of one prefill or decode step");
   add_param(model, model_p, "--model", "model", "model name (inferlab list) or path to a config.json", true);
   add_param(model, model_p, "--hardware", "hardware", "hardware name or path to a .json", true);
+  add_param(model, model_p, "--ceilings", "ceilings", kCeilingsHelp);
   add_param(model, model_p, "--phase", "phase", "prefill or decode (default decode)");
   add_param(model, model_p, "--batch", "batch", "sequences in the step (default 1)");
   add_param(model, model_p, "--context", "context", "prompt tokens (prefill) or tokens attended (decode)", true);
   add_param(model, model_p, "--attention", "attention", "flash (default) or naive");
-  add_param(model, model_p, "--kv-heads", "kv_heads", "config (default), mha, mqa, gqa-N or a count");
+  add_param(model, model_p, "--max-positions", "max_positions",
+            "longest context: model (default: the config's max_position_embeddings) or a number to compute past it");
+  add_param(model, model_p, "--kv-heads", "kv_heads", "config (default), mha, mqa or the number of KV heads (GQA-8: 8)");
   add_param(model, model_p, "--tp", "tp", "tensor-parallel degree: divides the heads (default 1)");
   add_param(model, model_p, "--pp", "pp", "pipeline-parallel stages (default 1)");
   add_param(model, model_p, "--microbatches", "microbatches", "micro-batches of the pipeline schedule (default 1)");
@@ -687,13 +748,16 @@ int main(int argc, char** argv) {
   auto* memory = app.add_subcommand("memory", "weights + KV cache + activations, and what fits on a device");
   add_param(memory, memory_p, "--model", "model", "model name or path to a config.json", true);
   add_param(memory, memory_p, "--hardware", "hardware", "device to fit into (default: none)");
+  add_param(memory, memory_p, "--ceilings", "ceilings", std::string(kCeilingsHelp) + " (only shown: memory needs the capacity)");
   add_param(memory, memory_p, "--batch", "batch", "sequences (default 1)");
   add_param(memory, memory_p, "--context", "context", "tokens per sequence", true);
   add_param(memory, memory_p, "--block-size", "block_size", "paged KV block size in tokens (default 16)");
   add_param(memory, memory_p, "--max-len", "max_len", "contiguous reservation per sequence (default: model max)");
   add_param(memory, memory_p, "--prefill-chunk", "prefill_chunk", "tokens per prefill pass, 0 = whole prompt (default 8192)");
   add_param(memory, memory_p, "--attention", "attention", "flash (default) or naive");
-  add_param(memory, memory_p, "--kv-heads", "kv_heads", "config (default), mha, mqa, gqa-N or a count");
+  add_param(memory, memory_p, "--max-positions", "max_positions",
+            "longest context: model (default: the config's max_position_embeddings) or a number to compute past it");
+  add_param(memory, memory_p, "--kv-heads", "kv_heads", "config (default), mha, mqa or the number of KV heads (GQA-8: 8)");
   add_param(memory, memory_p, "--reserve-gib", "reserve_gib", "memory set aside on the device (default 0)");
   memory->add_flag_function("--no-rolling-window", [&](std::int64_t) { memory_p["rolling_window"] = "false"; },
                             "keep every token of a sliding-window model in the KV cache");
@@ -715,7 +779,9 @@ int main(int argc, char** argv) {
            {"--seed", "seed", "generated trace: seed (default 1)"},
            {"--prompt-mean", "prompt_mean", "generated trace: mean prompt tokens, lognormal (default 161, ShareGPT)"},
            {"--output-mean", "output_mean", "generated trace: mean output tokens, lognormal (default 338, ShareGPT)"},
-           {"--sigma", "sigma", "generated trace: lognormal sigma (default 1)"}}) {
+           {"--sigma", "sigma", "generated trace: lognormal sigma (default 1)"},
+           {"--trace-max-tokens", "trace_max_tokens",
+            "generated trace: clip prompt + output to this (default 0: no clipping; longer than --max-len is rejected)"}}) {
     auto* o = serve->add_option_function<std::string>(flag, [&serve_p, key = key](const std::string& v) { serve_p[key] = v; },
                                                       help);
     o->excludes(trace_opt);
@@ -725,13 +791,15 @@ int main(int argc, char** argv) {
   add_param(serve, serve_p, "--kv", "kv", "paged (default) or contiguous");
   add_param(serve, serve_p, "--block-size", "block_size", "paged KV block size in tokens (default 16)");
   add_param(serve, serve_p, "--max-len", "max_len", "longest request served, prompt + output (default: model max)");
+  add_param(serve, serve_p, "--max-positions", "max_positions",
+            "longest request the model takes: model (default) or a number to compute past it");
   add_param(serve, serve_p, "--max-batch", "max_batch", "sequences admitted at once (default 256)");
   add_param(serve, serve_p, "--max-batch-tokens", "max_batch_tokens",
             "tokens per pass (default: 2048 chunked, else max(max_len, 2048))");
   add_param(serve, serve_p, "--gpu-memory-utilization", "gpu_memory_utilization", "share of device memory (default 0.9)");
   add_param(serve, serve_p, "--kv-gib", "kv_gib", "KV memory per device in GiB (default: what weights leave)");
   add_param(serve, serve_p, "--tp", "tp", "tensor-parallel degree (default 1)");
-  add_param(serve, serve_p, "--ceilings", "ceilings", "auto (default: measured when present), datasheet or measured");
+  add_param(serve, serve_p, "--ceilings", "ceilings", kCeilingsHelp);
   add_precision_options(serve, serve_p);
   serve->add_option("--chrome-trace", serve_files.chrome_trace, "write the timeline as Chrome trace JSON here");
   serve->add_option("--timeline", serve_files.timeline, "write one CSV row per iteration here");
@@ -745,8 +813,14 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run experiment specs: predict (and measure on a GPU), write rows, draw plots");
   run->add_option("specs", specs, "spec files (experiments/*.yaml)")->required();
   run->add_flag("--predict-only", run_opts.predict_only, "do not measure even when a GPU is present");
-  run->add_option("--out", out_dir, "output folder (default data/results/<gpu>, or data/results/model)");
-  run->add_flag("--fresh", run_opts.fresh, "replace results written by an earlier version of the spec");
+  run->add_option("--out", out_dir,
+                  "output folder (default out/<gpu>, or out/model when predicting; committed results: "
+                  "--out data/results/<gpu or model>, from a clean tree)");
+  run->add_flag("--allow-dirty", run_opts.allow_dirty, "write into data/results/ although the tree has uncommitted changes");
+  run->add_flag("--fresh", run_opts.fresh, "keep nothing of an earlier run in --out: measure every point again");
+  run->add_flag("--prune", run_opts.prune, "drop the measured points of an earlier run that the spec no longer has");
+  run->add_option("--ceilings", run_opts.ceilings,
+                  std::string("ceilings of every point that takes them (the spec must not set them): ") + kCeilingsHelp);
   run->add_flag("--no-plots", no_plots, "skip the figures");
   run->add_flag("--json", json, "machine-readable summary");
 
@@ -786,11 +860,13 @@ int main(int argc, char** argv) {
   fidelity->add_flag("--write", fid_write, "replace the CSVs' predicted columns by this model's");
   fidelity->add_flag("--json", json, "every point as JSON");
 
-  std::string csv, only_plot, plot_out;
-  auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON)");
-  plot->add_option("results", csv, "results .csv")->required();
-  plot->add_option("--plot", only_plot, "only the plot with this name");
-  plot->add_option("--out", plot_out, "figure folder (default: figures/ beside the CSV)");
+  PlotArgs plot_args;
+  auto* plot = app.add_subcommand("plot", "draw the plots of a results CSV (named in its provenance JSON, or a spec)");
+  plot->add_option("results", plot_args.csv, "results .csv")->required();
+  plot->add_option("--plot", plot_args.only, "only the plot with this name");
+  plot->add_option("--out", plot_args.out, "figure folder (default: figures/ beside the CSV)");
+  plot->add_option("--spec", plot_args.spec, "take the plot entries from this spec instead of the provenance");
+  plot->add_flag("--check", plot_args.check, "check that the plots can be drawn from the CSV; draw nothing");
   plot->add_flag("--json", json, "machine-readable output");
 
   try {
@@ -798,19 +874,28 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+#ifdef INFERLAB_CUDA_CLI
+  if (*ceilings || (*generate && !gen_predict_only) || (*run && !run_opts.predict_only && runs_kernels(specs)))
+    if (const int rc = hand_over(argv)) return rc;
+#endif
+  // Warnings (a model config read with an assumption, say) go to stderr after the output.
+  auto warn = [] {
+    for (const auto& w : drain_warnings()) fmt::print(stderr, "inferlab: warning: {}\n", w);
+  };
   try {
-    if (*list) return cmd_list(json);
-    if (*model) return cmd_model(model_p, json);
-    if (*memory) return cmd_memory(memory_p, json);
-    if (*serve) return cmd_serve(serve_p, serve_files, json);
+    int status = 0;
+    if (*list) status = cmd_list(list_ceilings, json);
+    if (*model) status = cmd_model(model_p, json);
+    if (*memory) status = cmd_memory(memory_p, json);
+    if (*serve) status = cmd_serve(serve_p, serve_files, json);
     if (*run) {
       run_opts.out_dir = out_dir;
       run_opts.plots = !no_plots;
-      return cmd_run(specs, run_opts, json);
+      status = cmd_run(specs, run_opts, json);
     }
-    if (*plot) return cmd_plot(csv, only_plot, plot_out, json);
-    if (*ceilings) return cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
-    if (*generate) return cmd_generate(gen_p, gen_predict_only, gen_profile, json);
+    if (*plot) status = cmd_plot(plot_args, json);
+    if (*ceilings) status = cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
+    if (*generate) status = cmd_generate(gen_p, gen_predict_only, gen_profile, json);
     if (*fidelity) {
       const auto pts = repredict_results(fid_dir, fid_write);
       if (json) {
@@ -822,14 +907,18 @@ int main(int argc, char** argv) {
       } else {
         fmt::print("{}", fidelity_table(pts));
       }
-      return 0;
     }
+    warn();
+    return status;
+  } catch (const PlotsInterrupted& e) {
+    fmt::print(stderr, "inferlab: {}\n", e.what());
+    return 130;
   } catch (const Error& e) {
+    warn();
     fmt::print(stderr, "inferlab: error: {}\n", e.what());
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "inferlab: internal error: {}\n", e.what());
     return 1;
   }
-  return 0;
 }

@@ -34,6 +34,7 @@ std::vector<Row> kv_trace_rows(const Params& p) {
   ts.requests = param_int(p, "requests");
   ts.rate = param_double(p, "rate");
   const int64_t max_len = param_int(p, "max_len", 2), slots = param_int(p, "slots"), every = param_int(p, "every");
+  check_context(p, model, max_len, "max_len");
   ts.max_tokens = max_len;
   const std::vector<Request> trace = generate_trace(ts);
   const double per_token = kv_bytes_per_token(model, kv);

@@ -33,17 +33,13 @@ void check_same_gpu(const Hardware& hw) {
                 ") but the point predicts for " + hw.id + ": measure on that GPU, set hardware, or use --predict-only");
 }
 
+// The raw measurement; derive_measured (scenarios.cpp) computes the rest from it and the row's cost.
 void fill_measured(Row& r, const Timing& t, const std::string& kernels) {
-  const double flops = std::strtod(get_cell(r, "flops").c_str(), nullptr);
-  const double bytes = std::strtod(get_cell(r, "bytes").c_str(), nullptr);
-  const double predicted = std::strtod(get_cell(r, "predicted_s").c_str(), nullptr);
   set_cell(r, "measured_s", num(t.median_s));
   set_cell(r, "measured_p10_s", num(t.p10_s));
   set_cell(r, "measured_p90_s", num(t.p90_s));
-  set_cell(r, "measured_flops_per_s", num(flops / t.median_s));
-  set_cell(r, "measured_bytes_per_s", num(bytes / t.median_s));
-  set_cell(r, "model_error", num((predicted - t.median_s) / t.median_s));
   set_cell(r, "kernels", kernels);
+  derive_measured(r);
 }
 
 }  // namespace
@@ -94,10 +90,7 @@ std::function<void(const Params&, std::vector<Row>&)> decode_measure() {
     if (m.splits != dp.shape.splits)
       throw Error("the kernel used " + std::to_string(m.splits) + " pieces where the model planned " +
                   std::to_string(dp.shape.splits) + " (SM count of the hardware file differs from the GPU?)");
-    for (Row& r : rows) {
-      fill_measured(r, m.timing, "");
-      set_cell(r, "measured_kv_bytes_per_s", num(dp.cost.bytes(TensorRole::kv_cache) / m.timing.median_s));
-    }
+    for (Row& r : rows) fill_measured(r, m.timing, "");  // measured_kv_bytes_per_s: the row's K/V bytes / time
   };
 }
 
@@ -114,10 +107,9 @@ std::function<void(const Params&, std::vector<Row>&)> linear_measure() {
     const LinearPoint lp = evaluate_linear_point(p);
     const LinearMeasurement m = measure_linear(lp.shape, lp.format);
     for (Row& r : rows) {
-      fill_measured(r, m.timing, "");
       set_cell(r, "measured_bf16_s", num(m.baseline.median_s));
-      set_cell(r, "measured_speedup", num(m.baseline.median_s / m.timing.median_s));
       set_cell(r, "rel_error", num(m.rel_error));
+      fill_measured(r, m.timing, "");
     }
   };
 }

@@ -1,6 +1,7 @@
 #include "inferlab/experiments/plots.h"
 
 #include <cstdlib>
+#include <unistd.h>
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
@@ -38,6 +39,35 @@ std::string plot_python() {
   return chosen;
 }
 
+void check_plots(const std::string& csv_text, const std::vector<nlohmann::json>& plots) {
+  if (plots.empty()) return;
+  const fs::path script = project_root() / "plots" / "plot.py";
+  std::string python;
+  for (const std::string py : {std::string(std::getenv("INFERLAB_PYTHON") ? std::getenv("INFERLAB_PYTHON") : ""),
+                               std::string(INFERLAB_PYTHON), std::string("python3")}) {
+    std::string out;
+    if (!py.empty() && run(shell_quote(py) + " -c ''", out) == 0) {
+      python = py;
+      break;
+    }
+  }
+  if (python.empty() || !fs::is_regular_file(script)) return;
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_plotcheck_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_file_atomic(dir / "rows.csv", csv_text);
+  write_file_atomic(dir / "plots.json", nlohmann::json(plots).dump());
+  std::string output;
+  const int rc = run(shell_quote(python) + " " + shell_quote(script.string()) + " --check --csv " +
+                         shell_quote((dir / "rows.csv").string()) + " --plot " + shell_quote((dir / "plots.json").string()),
+                     output);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (rc != 0) {
+    const std::string prefix = "plot.py: ";
+    throw Error(output.rfind(prefix, 0) == 0 ? output.substr(prefix.size()) : output);
+  }
+}
+
 fs::path draw_plot(const fs::path& csv, const nlohmann::json& plot, const fs::path& out_base) {
   const fs::path script = project_root() / "plots" / "plot.py";
   if (!fs::is_regular_file(script)) throw Error("plot script not found: " + script.string());
@@ -51,6 +81,9 @@ fs::path draw_plot(const fs::path& csv, const nlohmann::json& plot, const fs::pa
   const int rc = run(cmd, output);
   std::error_code ec;
   fs::remove(spec_file, ec);
+  if (rc == 130 || rc == -1)
+    throw PlotsInterrupted("interrupted while drawing the figures; the results are complete: `inferlab plot " +
+                           csv.string() + "` draws them");
   if (rc != 0) {
     const std::string where = plot.value("_where", std::string());
     throw Error((where.empty() ? std::string() : where + ": ") + "plot '" + plot.value("name", std::string("?")) +
@@ -66,6 +99,8 @@ std::vector<fs::path> draw_plots(const fs::path& csv, const std::vector<nlohmann
   for (const auto& p : plots) {
     try {
       pngs.push_back(draw_plot(csv, p, figures_dir / (name + "-" + p.value("name", std::string("plot")))));
+    } catch (const PlotsInterrupted&) {
+      throw;
     } catch (const Error& e) {
       failures += std::string(failures.empty() ? "" : "\n") + e.what();
     }

@@ -16,7 +16,9 @@ std::string git_commit() {
   std::string head, dirty;
   run_command("git -C " + root + " rev-parse HEAD 2>/dev/null", &head);
   if (head.size() == 40) {
-    run_command("git -C " + root + " status --porcelain --untracked-files=no 2>/dev/null", &dirty);
+    // Changed results files are what a run writes, not a change of the code or data it ran on.
+    run_command("git -C " + root + " status --porcelain --untracked-files=no -- . ':(exclude)data/results' 2>/dev/null",
+                &dirty);
     return head + (dirty.empty() ? "" : "+dirty");
   }
   return std::string(INFERLAB_BUILD_COMMIT) + " (built from)";

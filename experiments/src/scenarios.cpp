@@ -1,5 +1,6 @@
 #include "inferlab/experiments/scenarios.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "inferlab/experiments/generate.h"
@@ -16,6 +17,12 @@ const std::string& get(const Params& p, const std::string& name) {
   if (it == p.end()) throw Error("missing parameter '" + name + "'");
   return it->second;
 }
+
+const char* const kKvHeadsHelp =
+    "config (the model's), mha, mqa or the number of KV heads (GQA-8: 8 KV heads, each shared by a group of query heads)";
+
+const char* const kMaxPositionsHelp =
+    "longest context allowed: 'model' (the config's max_position_embeddings) or a number (to compute past it)";
 
 const std::vector<ParamInfo> kPrecisionParams = {
     {"dtype", "model", "element type of weights, activations and KV cache ('model': the config's torch_dtype)"},
@@ -38,11 +45,12 @@ std::vector<ParamInfo> step_params() {
                          {"context", "", "prefill: prompt tokens; decode: tokens attended (the new one included)"},
                          {"attention", "flash", "naive or flash"},
                          {"causal", "true", "causal mask in prefill"},
-                         {"kv_heads", "config", "config, mha, mqa, gqa-N (N query heads per KV head) or a count"},
+                         {"kv_heads", "config", kKvHeadsHelp},
+                         {"max_positions", "model", kMaxPositionsHelp},
                          {"weight_format", "none",
                           "weights of the layer GEMMs (qkv/o/gate_up/down): none (dense in the weight dtype), " +
                               join(known_weight_formats(), ", ")},
-                         {"ceilings", "auto", "auto (measured when data/hardware/<id>.measured.json exists), datasheet, measured"},
+                         {"ceilings", "datasheet", kCeilingsHelp},
                          {"tp", "1", "tensor-parallel degree (divides the heads)"},
                          {"pp", "1", "pipeline-parallel stages"},
                          {"microbatches", "1", "micro-batches the batch is cut into (pipeline schedule)"}});
@@ -93,11 +101,28 @@ std::optional<WeightFormat> param_weight_format(const Params& p) {
   }
 }
 
+int64_t param_max_positions(const Params& p, const ModelConfig& m) {
+  auto it = p.find("max_positions");
+  if (it == p.end() || it->second == "model") return m.max_positions;
+  return param_int(p, "max_positions");
+}
+
+void check_context(const Params& p, const ModelConfig& m, int64_t tokens, const std::string& what) {
+  const int64_t limit = param_max_positions(p, m);
+  if (limit <= 0 || tokens <= limit) return;
+  const bool own = p.count("max_positions") && p.at("max_positions") != "model";
+  throw Error(what + " " + std::to_string(tokens) + " exceeds " +
+              (own ? "max_positions " + std::to_string(limit)
+                   : m.name + "'s max_position_embeddings " + std::to_string(limit) + " (what it was trained for)") +
+              "; set parameter 'max_positions' (--max-positions) to compute past it");
+}
+
 ModelPoint evaluate_model_point(const Params& p) {
   ModelPoint mp;
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
-  mp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  mp.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   mp.step = make_step(parse_phase(get(p, "phase")), param_int(p, "batch"), param_int(p, "context"));
+  check_context(p, mp.model, mp.step.context(), "context");
   mp.options.precision = param_precision(p, mp.model);
   mp.options.attention = parse_attention_variant(get(p, "attention"));
   mp.options.causal = param_bool(p, "causal");
@@ -205,6 +230,32 @@ std::string get_cell(const Row& row, const std::string& column) {
   return "";
 }
 
+const std::vector<std::string>& raw_measured_columns() {
+  static const std::vector<std::string> columns = {"measured_s", "measured_p10_s", "measured_p90_s", "kernels",
+                                                   "measured_bf16_s", "rel_error", "measured_on", "measured_commit",
+                                                   // engine: generation measured end to end
+                                                   "tokens_per_s", "gpu_tokens_per_s", "share_of_limit",
+                                                   "engine_weight_bytes", "device"};
+  return columns;
+}
+
+void derive_measured(Row& r) {
+  const auto t = parse_number(get_cell(r, "measured_s"));
+  if (!t || !(*t > 0)) return;
+  auto cell = [&](const char* c) { return parse_number(get_cell(r, c)).value_or(0.0); };
+  auto has = [&](const char* c) { return std::any_of(r.begin(), r.end(), [&](const auto& kv) { return kv.first == c; }); };
+  if (has("flops")) set_cell(r, "measured_flops_per_s", num(cell("flops") / *t));
+  if (has("bytes")) set_cell(r, "measured_bytes_per_s", num(cell("bytes") / *t));
+  set_cell(r, "model_error", num((cell("predicted_s") - *t) / *t));
+  for (const auto& [k, _] : r)
+    if (k == "measured_kv_bytes_per_s") {  // decode: the K/V bytes read, the measure of a decode kernel
+      set_cell(r, k, num(cell("bytes_kv") / *t));
+      break;
+    }
+  if (const auto base = parse_number(get_cell(r, "measured_bf16_s")); base && *base > 0)
+    set_cell(r, "measured_speedup", num(*base / *t));
+}
+
 const char* const kMeasuredColumns[] = {"measured_s", "measured_p10_s", "measured_p90_s", "measured_flops_per_s",
                                         "measured_bytes_per_s", "model_error", "kernels"};
 
@@ -259,7 +310,7 @@ std::vector<Row> model_rows(const ModelPoint& mp) {
                      {"predicted_bytes_per_s", num(s.time_s > 0 ? s.bytes / s.time_s : 0.0)},
                      {"tokens_per_s", num(par.time_s > 0 ? double(mp.step.tokens()) / par.time_s : 0.0)},
                      {"devices", num(mp.par.devices())},
-                     {"step_compute_s", num(par.compute_s)},
+                     {"step_ops_s", num(par.compute_s)},
                      {"step_tp_comm_s", num(par.tp_comm_s)},
                      {"step_send_s", num(par.send_s)},
                      {"step_bubble_s", num(par.bubble_s)},
@@ -293,14 +344,15 @@ std::vector<Row> parallel_rows(const ModelPoint& mp) {
               {"capacity_label", mp.hardware.id + " (" + mp.hardware.memory_label + ")"},
               {"fits", b.total() <= cap ? "true" : "false"},
               {"step_s", num(r.time_s)},
-              {"step_compute_s", num(r.compute_s)},
+              {"step_ops_s", num(r.compute_s)},
               {"step_tp_comm_s", num(r.tp_comm_s)},
               {"step_send_s", num(r.send_s)},
               {"step_bubble_s", num(r.bubble_s)},
               {"comm_share", num(r.comm_share())},
               {"bubble_fraction", num(r.bubble_fraction)},
               {"tokens_per_s", num(tokens / r.time_s)},
-              {"pipelined_tokens_per_s", num(tokens / double(mp.par.microbatches) / r.stage_s)}}};
+              {"pipelined_tokens_per_s", num(tokens / double(mp.par.microbatches) / r.stage_s)},
+              {"ceilings", mp.hardware.ceilings_source}}};
 }
 
 MemoryPoint evaluate_memory_point(const Params& p) {
@@ -308,7 +360,7 @@ MemoryPoint evaluate_memory_point(const Params& p) {
   mp.model = with_kv_heads(load_model(get(p, "model")), get(p, "kv_heads"));
   const std::string& hw = get(p, "hardware");
   if (hw != "none") {
-    mp.hardware = load_hardware(hw);
+    mp.hardware = load_hardware(hw, get(p, "ceilings"));
     mp.has_hardware = true;
   }
   mp.batch = param_int(p, "batch");
@@ -321,19 +373,28 @@ MemoryPoint evaluate_memory_point(const Params& p) {
   if (reserve_gib < 0) throw Error("parameter 'reserve_gib' must not be negative");
   mp.options.reserve_bytes = reserve_gib * 1024.0 * 1024.0 * 1024.0;
   mp.block_size = param_int(p, "block_size");
+  check_context(p, mp.model, mp.context, "context");
+  mp.max_positions = param_max_positions(p, mp.model);
   mp.max_len = param_int(p, "max_len", 0);
-  if (mp.max_len == 0) mp.max_len = mp.model.max_positions > 0 ? mp.model.max_positions : mp.context;
+  if (mp.max_len == 0) mp.max_len = mp.max_positions > 0 ? mp.max_positions : mp.context;
+  check_context(p, mp.model, mp.max_len, "max_len");
   if (mp.context > mp.max_len)
     throw Error("context " + std::to_string(mp.context) + " exceeds max_len " + std::to_string(mp.max_len) +
                 " (the longest sequence a contiguous cache reserves; set max_len)");
   mp.breakdown = memory_breakdown(mp.model, mp.batch, mp.context, mp.options);
   if (mp.has_hardware) {
     mp.max_batch = max_batch(mp.model, mp.context, mp.options, mp.hardware.memory_bytes);
-    mp.max_context = max_context(mp.model, mp.batch, mp.options, mp.hardware.memory_bytes);
+    // The longest context: what memory holds, never past the model's limit (a rolling window
+    // would let memory hold any length).
+    const int64_t cap = int64_t(1) << 24;
+    const int64_t limit = mp.max_positions > 0 ? std::min(mp.max_positions, cap) : cap;
+    mp.max_context = max_context(mp.model, mp.batch, mp.options, mp.hardware.memory_bytes, limit);
+    mp.max_context_limit = mp.max_context < limit ? "memory" : limit == mp.max_positions ? "max positions" : "search cap";
   }
-  const std::vector<int64_t> seqs(std::size_t(mp.batch), mp.context);
-  mp.contiguous = contiguous_kv(mp.model, mp.options.precision.kv, seqs, mp.max_len);
-  mp.paged = paged_kv(mp.model, mp.options.precision.kv, seqs, mp.block_size);
+  // Closed forms over the batch's identical sequences (a batch of 10^9 needs no list of them).
+  mp.contiguous = contiguous_kv(mp.model, mp.options.precision.kv, mp.batch, mp.context, mp.max_len,
+                                mp.options.rolling_window);
+  mp.paged = paged_kv(mp.model, mp.options.precision.kv, mp.batch, mp.context, mp.block_size, mp.options.rolling_window);
   return mp;
 }
 
@@ -342,6 +403,7 @@ std::vector<Row> memory_rows(const MemoryPoint& mp) {
   const double cap = mp.has_hardware ? mp.hardware.memory_bytes : 0.0;
   return {Row{{"attention_kind", mp.model.attention_kind()},
               {"kv_heads_count", num(mp.model.kv_heads)},
+              {"config_kv_heads", num(mp.model.config_kv_heads ? mp.model.config_kv_heads : mp.model.kv_heads)},
               {"params", num(mp.model.total_params())},
               {"weights_bytes", num(b.weights)},
               {"kv_bytes_per_token", num(kv_bytes_per_token(mp.model, mp.options.precision.kv))},
@@ -356,25 +418,27 @@ std::vector<Row> memory_rows(const MemoryPoint& mp) {
               {"free_bytes", mp.has_hardware ? num(cap - b.total()) : ""},
               {"max_batch", mp.has_hardware ? num(mp.max_batch) : ""},
               {"max_context", mp.has_hardware ? num(mp.max_context) : ""},
-              {"max_positions", num(mp.model.max_positions)},
+              {"max_context_limit", mp.max_context_limit},
+              {"max_positions", num(mp.max_positions)},
               {"contiguous_max_len", num(mp.max_len)},
               {"contiguous_reserved_bytes", num(mp.contiguous.reserved)},
               {"contiguous_wasted_bytes", num(mp.contiguous.wasted())},
               {"paged_block_size", num(mp.block_size)},
               {"paged_blocks", num(mp.paged.blocks)},
               {"paged_reserved_bytes", num(mp.paged.reserved)},
-              {"paged_wasted_bytes", num(mp.paged.wasted())}}};
+              {"paged_wasted_bytes", num(mp.paged.wasted())},
+              {"ceilings", mp.has_hardware ? mp.hardware.ceilings_source : ""}}};
 }
 
 AttentionPoint evaluate_attention_point(const Params& p) {
   AttentionPoint ap;
-  ap.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  ap.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   ap.variant = parse_attention_variant(get(p, "variant"));
   ap.dtype = parse_dtype(get(p, "dtype"));
   auto& a = ap.shape;
   a.heads = param_int(p, "heads");
   a.head_dim = param_int(p, "head_dim");
-  // kv_heads relative to the query heads, as for models: mha, mqa, gqa-N or a count.
+  // kv_heads relative to the query heads, as for models: mha, mqa or the number of KV heads.
   ModelConfig probe;
   probe.name = "attention";
   probe.heads = a.heads;
@@ -402,9 +466,7 @@ AttentionPoint evaluate_attention_point(const Params& p) {
 
 std::vector<Row> attention_rows(const AttentionPoint& ap) {
   Row r = op_row(ap.cost, ap.prediction, ap.prediction.total_s);
-  r.insert(r.begin() + 3, {"attention_kind", ap.shape.kv_heads == ap.shape.heads ? std::string("MHA")
-                                             : ap.shape.kv_heads == 1         ? std::string("MQA")
-                                                                              : "GQA-" + std::to_string(ap.shape.heads / ap.shape.kv_heads)});
+  r.insert(r.begin() + 3, {"attention_kind", attention_kind_of(ap.shape.heads, ap.shape.kv_heads)});
   r.insert(r.begin() + 4, {"batch_used", num(ap.shape.batch)});
   r.insert(r.begin() + 5, {"kv_heads_count", num(ap.shape.kv_heads)});
   add_refined_columns(r, ap.prediction);
@@ -421,16 +483,11 @@ int64_t kv_heads_param(const Params& p, int64_t heads) {
   probe.kv_heads = heads;
   return with_kv_heads(probe, get(p, "kv_heads")).kv_heads;
 }
-std::string kind_of(int64_t heads, int64_t kv_heads) {
-  if (kv_heads == heads) return "MHA";
-  if (kv_heads == 1) return "MQA";
-  return "GQA-" + std::to_string(heads / kv_heads);
-}
 }  // namespace
 
 DecodePoint evaluate_decode_point(const Params& p) {
   DecodePoint dp;
-  dp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  dp.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   dp.variant = get(p, "variant");
   if (dp.variant != "plain" && dp.variant != "split")
     throw Error("parameter 'variant' must be plain or split, got '" + dp.variant + "'");
@@ -461,7 +518,7 @@ DecodePoint evaluate_decode_point(const Params& p) {
 std::vector<Row> decode_rows(const DecodePoint& dp) {
   Row r = op_row(dp.cost, dp.prediction, dp.prediction.total_s);
   set_cell(r, "variant", dp.variant);
-  r.insert(r.begin() + 3, {"attention_kind", kind_of(dp.shape.heads, dp.shape.kv_heads)});
+  r.insert(r.begin() + 3, {"attention_kind", attention_kind_of(dp.shape.heads, dp.shape.kv_heads)});
   r.insert(r.begin() + 4, {"splits", num(dp.shape.splits)});
   r.insert(r.begin() + 5, {"kv_heads_count", num(dp.shape.kv_heads)});
   add_refined_columns(r, dp.prediction);
@@ -473,7 +530,7 @@ std::vector<Row> decode_rows(const DecodePoint& dp) {
 
 LinearPoint evaluate_linear_point(const Params& p) {
   LinearPoint lp;
-  lp.hardware = load_hardware(get(p, "hardware"), parse_ceilings_mode(get(p, "ceilings")));
+  lp.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
   try {
     lp.format = parse_weight_format(get(p, "format"));
   } catch (const Error& e) {
@@ -516,38 +573,41 @@ const std::vector<Scenario>& scenarios() {
        "weights + KV cache + activations, fit on a device, contiguous vs paged KV",
        with_precision({{"model", "", "model name or path to a config.json"},
                        {"hardware", "none", "hardware whose capacity to fit into, or none"},
+                       {"ceilings", "datasheet", std::string(kCeilingsHelp) + " (the hardware's figures shown beside it)"},
                        {"batch", "1", "sequences"},
                        {"context", "", "tokens per sequence"},
                        {"attention", "flash", "naive or flash (naive materializes the scores)"},
-                       {"kv_heads", "config", "config, mha, mqa, gqa-N or a count"},
+                       {"kv_heads", "config", kKvHeadsHelp},
                        {"prefill_chunk", "8192", "tokens per prefill pass (0: whole prompt)"},
                        {"rolling_window", "true", "keep only the sliding window in the KV cache"},
                        {"reserve_gib", "0", "memory set aside on the device"},
                        {"block_size", "16", "paged KV block size in tokens"},
-                       {"max_len", "0", "contiguous reservation per sequence (0: the model's max positions)"}}),
+                       {"max_len", "0", "contiguous reservation per sequence (0: max_positions)"},
+                       {"max_positions", "model", kMaxPositionsHelp}}),
        [](const Params& p) { return memory_rows(evaluate_memory_point(p)); },
        {},
        {}},
       {"attention",
        "the attention core of a prefill (kernels/attention): naive vs flash, MHA/GQA/MQA, predicted and measured",
        {{"hardware", "", "hardware to predict for; measuring needs this GPU"},
-        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"ceilings", "datasheet", kCeilingsHelp},
         {"variant", "flash", "naive or flash"},
         {"dtype", "bf16", "bf16 or fp16"},
         {"batch", "1", "sequences (ignored when tokens is set)"},
         {"tokens", "0", "batch x seq; batch = tokens / seq when set"},
         {"seq", "", "query = key length"},
         {"heads", "16", "query heads"},
-        {"kv_heads", "mha", "mha, mqa, gqa-N or a count"},
+        {"kv_heads", "mha", "mha, mqa or the number of KV heads (GQA-8: 8 KV heads, each shared by a group of query heads)"},
         {"head_dim", "128", "64 or 128"},
         {"causal", "false", "causal mask"}},
        [](const Params& p) { return attention_rows(evaluate_attention_point(p)); },
        attention_preflight(),
-       attention_measure()},
+       attention_measure(),
+       true},
       {"decode",
        "decode attention over a contiguous or paged KV cache (kernels/attention/decode.h): plain vs split",
        {{"hardware", "", "hardware to predict for; measuring needs this GPU"},
-        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"ceilings", "datasheet", kCeilingsHelp},
         {"variant", "split", "plain or split (flash-decoding)"},
         {"layout", "paged", "contiguous or paged"},
         {"block_size", "16", "paged block size in tokens (a power of two)"},
@@ -555,11 +615,12 @@ const std::vector<Scenario>& scenarios() {
         {"batch", "1", "sequences"},
         {"context", "", "tokens in every sequence's cache"},
         {"heads", "32", "query heads"},
-        {"kv_heads", "8", "mha, mqa, gqa-N or a count"},
+        {"kv_heads", "8", "mha, mqa or the number of KV heads (GQA-8: 8 KV heads, each shared by a group of query heads)"},
         {"head_dim", "128", "64 or 128"}},
        [](const Params& p) { return decode_rows(evaluate_decode_point(p)); },
        decode_preflight(),
-       decode_measure()},
+       decode_measure(),
+       true},
       {"engine",
        "generation on the GPU engine (kernels/engine): B prompts prefilled, then N - 1 greedy decode steps; "
        "decode (or prefill) tokens/s measured beside sim/'s prediction of every step and the bandwidth limit",
@@ -576,24 +637,26 @@ const std::vector<Scenario>& scenarios() {
         {"max_step_tokens", "8192", "new tokens per step (longer prefills are cut into steps)"}},
        [](const Params& p) { return generate_rows(plan_generate(generate_config(p))); },
        engine_preflight(),
-       engine_measure()},
+       engine_measure(),
+       true},
       {"linear",
        "a linear layer Y[m, n] = X[m, k] W[n, k]^T with its weight in one format (kernels/gemm): bf16, fp16, "
        "int8, int4, fp8, sparse24; predicted and measured time, speedup over bf16, error",
        {{"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
-        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"ceilings", "datasheet", kCeilingsHelp},
         {"format", "bf16", "weight format: " + join(known_weight_formats(), ", ")},
         {"m", "1", "tokens (rows of X)"},
         {"n", "", "output features (rows of W)"},
         {"k", "", "input features"}},
        [](const Params& p) { return linear_rows(evaluate_linear_point(p)); },
        linear_preflight(),
-       linear_measure()},
+       linear_measure(),
+       true},
       {"kv_trace",
        "KV memory over a served request trace: contiguous max-length reservation vs paged blocks (8/16/32), "
        "measured from the real allocator and predicted by sim/memory",
        {{"model", "", "model name or path to a config.json"},
-        {"kv_heads", "config", "config, mha, mqa, gqa-N or a count"},
+        {"kv_heads", "config", kKvHeadsHelp},
         {"dtype", "model", "KV cache element type ('model': the config's torch_dtype)"},
         {"seed", "1", "trace seed"},
         {"requests", "500", "requests in the trace"},
@@ -616,13 +679,14 @@ const std::vector<Scenario>& scenarios() {
        "throughput, TTFT/TPOT/latency percentiles, KV memory",
        with_precision({{"model", "", "model name or path to a config.json"},
                        {"hardware", "", "hardware name or path to a .json"},
-                       {"ceilings", "auto", "auto, datasheet or measured"},
+                       {"ceilings", "datasheet", kCeilingsHelp},
                        {"tp", "1", "tensor-parallel degree"},
                        {"scheduler", "continuous", "static, continuous or chunked"},
                        {"priority", "prefill-first", "prefill-first or decode-first (continuous, chunked)"},
                        {"kv", "paged", "contiguous or paged"},
                        {"block_size", "16", "paged KV block size in tokens"},
-                       {"max_len", "0", "longest request (prompt + output) served; contiguous reserves it (0: the model's max positions)"},
+                       {"max_len", "0", "longest request (prompt + output) served; contiguous reserves it (0: max_positions)"},
+                       {"max_positions", "model", kMaxPositionsHelp},
                        {"max_batch", "256", "sequences admitted at once"},
                        {"max_batch_tokens", "0", "tokens per pass (0: 2048 chunked, else max(max_len, 2048))"},
                        {"gpu_memory_utilization", "0.9", "share of device memory the engine may use"},
@@ -634,6 +698,9 @@ const std::vector<Scenario>& scenarios() {
                        {"prompt_mean", "161", "generated trace: mean prompt tokens (lognormal; ShareGPT's, vLLM paper)"},
                        {"output_mean", "338", "generated trace: mean output tokens (lognormal; ShareGPT's)"},
                        {"sigma", "1", "generated trace: lognormal sigma"},
+                       {"trace_max_tokens", "0",
+                        "generated trace: clip each request's prompt + output to this (0: no clipping; a request "
+                        "longer than max_len is then rejected and reported, as from a trace file)"},
                        {"sample_every_s", "0", "add a timeline row every this many seconds (0: summary only)"}}),
        [](const Params& p) { return serving_rows(evaluate_serving_point(p), param_double(p, "sample_every_s")); },
        {},
@@ -644,9 +711,10 @@ const std::vector<Scenario>& scenarios() {
                        {"draft", "none", "draft model (drafter = model)"},
                        {"drafter", "model", "model, medusa or ngram"},
                        {"hardware", "", "hardware name or path"},
-                       {"ceilings", "auto", "auto, datasheet or measured"},
+                       {"ceilings", "datasheet", kCeilingsHelp},
                        {"batch", "1", "sequences decoding together"},
                        {"context", "1024", "tokens each sequence holds"},
+                       {"max_positions", "model", kMaxPositionsHelp},
                        {"alpha", "", "acceptance rate of a drafted token, in [0, 1]"},
                        {"gamma", "", "tokens drafted per round"},
                        {"max_gamma", "10", "the optimal gamma is searched in 0..max_gamma"},

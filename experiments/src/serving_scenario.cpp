@@ -34,7 +34,7 @@ void add_percentiles(Row& r, const std::string& what, const Percentiles& p) {
 ServingPoint evaluate_serving_point(const Params& p) {
   ServingPoint sp;
   sp.model = load_model(p.at("model"));
-  sp.hardware = load_hardware(p.at("hardware"), parse_ceilings_mode(p.at("ceilings")));
+  sp.hardware = load_hardware(p.at("hardware"), p.at("ceilings"));
   sp.precision = param_precision(p, sp.model);
   sp.tp = param_int(p, "tp");
   ServingConfig& c = sp.config;
@@ -43,8 +43,9 @@ ServingPoint evaluate_serving_point(const Params& p) {
   c.kv = parse_kv_scheme(p.at("kv"));
   c.block_size = param_int(p, "block_size");
   c.max_len = param_int(p, "max_len", 0);
-  if (c.max_len == 0) c.max_len = sp.model.max_positions;
+  if (c.max_len == 0) c.max_len = param_max_positions(p, sp.model);
   if (c.max_len < 2) throw Error(sp.model.name + " states no max positions: set parameter 'max_len'");
+  check_context(p, sp.model, c.max_len, "max_len");
   c.max_batch = param_int(p, "max_batch");
   c.max_batch_tokens = param_int(p, "max_batch_tokens", 0);
   const double kv_gib = param_double(p, "kv_gib");
@@ -67,11 +68,12 @@ ServingPoint evaluate_serving_point(const Params& p) {
     ts.prompt_mean = param_double(p, "prompt_mean");
     ts.output_mean = param_double(p, "output_mean");
     ts.sigma = param_double(p, "sigma");
-    ts.max_tokens = c.max_len;
+    ts.max_tokens = param_int(p, "trace_max_tokens", 0);  // not max_len: longer requests are rejected, and counted
     sp.trace = generate_trace(ts);
     sp.trace_source = "generated (seed " + p.at("seed") + ", " + p.at("requests") + " requests, Poisson " +
                       p.at("rate") + "/s, lognormal prompt " + p.at("prompt_mean") + " / output " +
-                      p.at("output_mean") + " tokens, sigma " + p.at("sigma") + ")";
+                      p.at("output_mean") + " tokens, sigma " + p.at("sigma") +
+                      (ts.max_tokens ? ", prompt + output clipped to " + p.at("trace_max_tokens") : std::string()) + ")";
   }
   RooflineStepCost cost(sp.model, sp.hardware, OpOptions{sp.precision, AttentionVariant::flash, true}, sp.tp);
   sp.result = simulate_serving(sp.trace, c, cost);
@@ -111,7 +113,8 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
                  {"running", ""},
                  {"waiting", ""},
                  {"trace_source", sp.trace_source},
-                 {"cost_model", r.cost_model}};
+                 {"cost_model", r.cost_model},
+                 {"ceilings", sp.hardware.ceilings_source}};
   sum.insert(sum.end(), rest.begin(), rest.end());
   std::vector<Row> rows{sum};
   if (sample_every_s == 0 || r.iterations.empty()) return rows;
@@ -135,6 +138,7 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
     set_cell(tl, "kv_wasted_bytes", num(it.kv_reserved - it.kv_used));
     set_cell(tl, "running", num(it.running));
     set_cell(tl, "waiting", num(it.waiting));
+    set_cell(tl, "ceilings", sp.hardware.ceilings_source);
     rows.push_back(std::move(tl));
   }
   return rows;

@@ -96,6 +96,24 @@ std::vector<Params> read_case(const std::filesystem::path& file, const YAML::Nod
   return out;
 }
 
+// YAML leaves a repeated key to the parser (the second silently wins in most); a spec refuses it.
+void check_unique_keys(const std::filesystem::path& file, const YAML::Node& n) {
+  if (n.IsSequence()) {
+    for (const auto& item : n) check_unique_keys(file, item);
+  } else if (n.IsMap()) {
+    std::map<std::string, std::string> seen;
+    for (const auto& kv : n) {
+      if (kv.first.IsScalar()) {
+        const auto [it, fresh] = seen.emplace(kv.first.Scalar(), at(file, kv.first));
+        if (!fresh)
+          throw Error(at(file, kv.first) + ": key '" + kv.first.Scalar() + "' appears twice in one mapping (first at " +
+                      it->second + ")");
+      }
+      check_unique_keys(file, kv.second);
+    }
+  }
+}
+
 }  // namespace
 
 std::string Point::key() const {
@@ -147,6 +165,7 @@ Spec parse_spec(const std::string& text, const std::filesystem::path& path) {
                 ": malformed YAML: " + e.msg);
   }
   if (!root.IsMap()) throw Error(path.string() + ": a spec must be a YAML mapping (name, scenario, fixed, sweep, ...)");
+  check_unique_keys(path, root);
   static const std::set<std::string> kKeys = {"name", "description", "scenario", "fixed", "cases", "sweep", "plots"};
   for (const auto& kv : root) {
     const std::string k = scalar(path, kv.first, "a key");

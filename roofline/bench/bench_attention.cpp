@@ -21,6 +21,7 @@
 #include "inferlab/roofline/measure_attention.h"
 #include "inferlab/roofline/measure_prefill.h"
 #include "inferlab/sim/hardware.h"
+#include "inferlab/sim/model.h"
 #include "inferlab/sim/ops.h"
 #include "inferlab/sim/roofline.h"
 
@@ -166,7 +167,7 @@ int main(int argc, char** argv) {
     for (bool causal : {false, true})
       for (int64_t kv : {16, 2, 1})
         for (int64_t seq : {512, 1024, 2048, 4096, 8192, 16384}) {
-          const std::string kind = kv == 16 ? "MHA" : kv == 1 ? "MQA" : "GQA-8";
+          const std::string kind = attention_kind_of(16, kv);
           const std::string name = "attention/" + attention_variant_name(v) + (causal ? "/causal/" : "/full/") + kind +
                                    "/seq:" + std::to_string(seq);
           const Bench b{v, causal, kv, seq};

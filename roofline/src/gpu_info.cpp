@@ -68,7 +68,11 @@ nlohmann::json GpuInfo::to_json() const {
 GpuInfo detect_gpu() {
   GpuInfo g;
 #ifndef INFERLAB_HAVE_CUDA
+#ifdef INFERLAB_PREDICT_ONLY_PROCESS
+  g.reason = "not looked for: this process predicts only (inferlab-cuda measures)";
+#else
   g.reason = "built without CUDA";
+#endif
   return g;
 #else
   int count = 0;
@@ -119,7 +123,7 @@ Hardware hardware_of_this_gpu() {
   if (!gpu.present) throw Error("no GPU: " + gpu.reason);
   const std::string id = hardware_for_device(gpu.name);
   if (id.empty()) throw Error("no data/hardware file lists " + gpu.name);
-  return load_hardware(id);
+  return load_hardware(id, CeilingsMode::automatic);  // benchmarks on this GPU: its measured ceilings where they exist
 }
 
 }  // namespace inferlab

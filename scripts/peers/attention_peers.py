@@ -10,7 +10,7 @@ What it measures
   raises), an out-of-memory as "oom"; the sweep goes on.
 
   prefill (default): d=128, 16 query heads, batch*seq = 16384 tokens, seq 512..16384,
-    causal and non-causal, MHA (16 KV heads), GQA-8 (2 KV heads), MQA (1 KV head).
+    causal and non-causal, MHA (16 KV heads), GQA-2 (2 KV heads), MQA (1 KV head).
     tflops = flops / median, flops = 4*b*h*s^2*d, halved when causal ("4bhs2d_half_if_causal").
     MATH is skipped when its score matrix b*h*s*s*2 bytes would exceed --math-max-gib (16);
     note MATH upcasts bf16/fp16 to fp32 internally, so its real peak is several times that.
@@ -46,7 +46,7 @@ import warnings
 
 TOKENS = 16384
 PREFILL_SEQS = [512, 1024, 2048, 4096, 8192, 16384]
-PREFILL_KINDS = [("MHA", 16), ("GQA-8", 2), ("MQA", 1)]  # (name, kv_heads) for 16 query heads
+PREFILL_KINDS = [("MHA", 16), ("GQA-2", 2), ("MQA", 1)]  # (name, kv_heads) for 16 query heads; GQA-G: G KV heads
 DECODE_SHAPES = [(1, 32768), (8, 8192), (32, 4096), (64, 4096)]  # (batch, kv_len)
 BACKENDS = ["FLASH_ATTENTION", "CUDNN_ATTENTION", "MATH"]
 FLUSH_BYTES = 256 << 20
@@ -172,7 +172,7 @@ def main():
                 shapes.append((kind, max(1, TOKENS // s), 16, hk, s, s, [False, True]))
     else:
         for b, kv in DECODE_SHAPES[:1] if args.quick else DECODE_SHAPES:
-            shapes.append(("GQA-4", b, 32, 8, 1, kv, [False]))
+            shapes.append(("GQA-8", b, 32, 8, 1, kv, [False]))
 
     rows, checked = [], set()
     for kind, b, h, hk, sq, skv, causals in shapes:

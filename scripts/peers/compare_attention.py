@@ -12,7 +12,9 @@ import argparse
 import csv
 import os
 
-KIND = {"mha": "MHA", "gqa-8": "GQA-8", "mqa": "MQA"}
+# (label, KV heads) for 16 query heads. Rows are matched by the number of KV heads (kv_heads_count
+# in ours, kv_heads in the peers'), which results written before the GQA naming changed share.
+KINDS = [("MHA", 16), ("GQA-2", 2), ("MQA", 1)]
 
 
 def main():
@@ -23,23 +25,23 @@ def main():
     ours = {}
     for r in csv.DictReader(open(os.path.join(a.results, "attention_prefill.csv"))):
         if r.get("measured_s"):
-            key = (r["variant"], KIND.get(r["kv_heads"], r["kv_heads"]), int(r["seq"]), r["causal"] == "true")
+            key = (r["variant"], int(r["kv_heads_count"]), int(r["seq"]), r["causal"] == "true")
             ours[key] = r
     peers = {}
     for r in csv.DictReader(open(os.path.join(a.results, "peers", "sdpa_prefill.csv"))):
         if r["status"] == "ok":
-            peers[(r["backend"], r["kind"], int(r["seq"]), r["causal"] == "True")] = float(r["median_ms"]) * 1e-3
+            peers[(r["backend"], int(r["kv_heads"]), int(r["seq"]), r["causal"] == "True")] = float(r["median_ms"]) * 1e-3
     lines = ["| kind | seq | causal | flash TFLOP/s | ÷ FA2 | ÷ cuDNN | naive TFLOP/s | naive ÷ MATH | flash model error |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for kind in ("MHA", "GQA-8", "MQA"):
+    for kind, kv in KINDS:
         for causal in (False, True):
             for seq in sorted({k[2] for k in ours}):
-                f, n = ours.get(("flash", kind, seq, causal)), ours.get(("naive", kind, seq, causal))
+                f, n = ours.get(("flash", kv, seq, causal)), ours.get(("naive", kv, seq, causal))
                 if not f:
                     continue
                 tf = float(f["measured_s"])
-                fa2, cud = peers.get(("FLASH_ATTENTION", kind, seq, causal)), peers.get(("CUDNN_ATTENTION", kind, seq, causal))
-                math = peers.get(("MATH", kind, seq, causal))
+                fa2, cud = peers.get(("FLASH_ATTENTION", kv, seq, causal)), peers.get(("CUDNN_ATTENTION", kv, seq, causal))
+                math = peers.get(("MATH", kv, seq, causal))
                 cell = lambda p, t: f"{p / t:.2f}" if p else "—"
                 naive_tf = f"{float(n['measured_flops_per_s']) / 1e12:.0f}" if n else "—"
                 lines.append(f"| {kind} | {seq} | {'yes' if causal else 'no'} | {float(f['measured_flops_per_s']) / 1e12:.0f} | "

@@ -4,7 +4,7 @@
     compare_decode.py RESULTS_DIR [--md OUT.md] [--copy-gbs GB/s]
 
 RESULTS_DIR holds decode_attention.csv (inferlab run experiments/decode_attention.yaml) and
-peers/sdpa_decode.csv (scripts/peers/attention_peers.py --mode decode). Shapes: GQA 32/8, d=128,
+peers/sdpa_decode.csv (scripts/peers/attention_peers.py --mode decode). Shapes: GQA-8 (32 query / 8 KV heads), d=128,
 bf16. GB/s = K+V bytes / median time on both sides; ratio = our GB/s / the peer's."""
 import argparse
 import csv
@@ -21,7 +21,7 @@ def main():
     a = ap.parse_args()
     ours = {}
     for r in csv.DictReader(open(os.path.join(a.results, "decode_attention.csv"))):
-        if r["kv_heads"] == "gqa-4" and r.get("measured_kv_bytes_per_s"):
+        if int(r["kv_heads_count"]) == 8 and r.get("measured_kv_bytes_per_s"):  # GQA-8: 32 query / 8 KV heads
             ours[(r["variant"], r["layout"], int(r["batch"]), int(r["context"]))] = r
     peers = {}
     for r in csv.DictReader(open(os.path.join(a.results, "peers", "sdpa_decode.csv"))):

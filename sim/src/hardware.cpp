@@ -201,10 +201,14 @@ CeilingsMode parse_ceilings_mode(const std::string& s) {
   if (s == "auto" || s == "automatic") return CeilingsMode::automatic;
   if (s == "datasheet") return CeilingsMode::datasheet;
   if (s == "measured") return CeilingsMode::measured;
-  throw Error("unknown ceilings '" + s + "' (known: auto, datasheet, measured)");
+  throw Error("unknown ceilings '" + s + "' (known: " + kCeilingsHelp + ")");
 }
 
 fs::path measured_ceilings_path(const std::string& id) { return data_dir() / "hardware" / (id + ".measured.json"); }
+
+fs::path measured_ceilings_beside(const fs::path& hardware_file) {
+  return hardware_file.parent_path() / (hardware_file.stem().string() + ".measured.json");
+}
 
 void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& origin) {
   const auto* c = jf::find(j, "ceilings");
@@ -220,6 +224,7 @@ void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& ori
   }
   if (const auto* pp = jf::find(*c, "pipes")) read_pipes(h.pipes, *pp, origin, "measured: " + fs::path(origin).filename().string());
   h.ceilings_source = "measured " + fs::path(origin).filename().string() + " (" + jf::string(j, "date", origin, "?") + ")";
+  h.ceilings_file = origin;
 }
 
 std::string hardware_for_device(const std::string& device_name) {
@@ -233,23 +238,53 @@ std::string hardware_for_device(const std::string& device_name) {
 
 std::vector<std::string> known_hardware() { return list_stems(data_dir() / "hardware", ".json", ".measured"); }
 
-Hardware load_hardware(const std::string& name_or_path, CeilingsMode mode) {
+namespace {
+
+fs::path hardware_path(const std::string& name_or_path) {
   fs::path path(name_or_path);
   std::error_code ec;
-  if (!(path.extension() == ".json" && fs::is_regular_file(path, ec))) {
-    const fs::path candidate = data_dir() / "hardware" / (lower(name_or_path) + ".json");
-    if (!fs::is_regular_file(candidate, ec))
-      throw Error("unknown hardware '" + name_or_path + "' (known: " + join(known_hardware(), ", ") +
-                  "; or give the path to a hardware .json)");
-    path = candidate;
-  }
+  if (path.extension() == ".json" && fs::is_regular_file(path, ec)) return path;
+  const fs::path candidate = data_dir() / "hardware" / (lower(name_or_path) + ".json");
+  if (!fs::is_regular_file(candidate, ec) || lower(name_or_path).find(".measured") != std::string::npos)
+    throw Error("unknown hardware '" + name_or_path + "' (known: " + join(known_hardware(), ", ") +
+                "; or give the path to a hardware .json)");
+  return candidate;
+}
+
+void overlay(Hardware& h, const fs::path& measured) {
+  const nlohmann::json j = read_json_file(measured);
+  const std::string id = jf::string(j, "id", measured.string());
+  if (!id.empty() && id != h.id)
+    throw Error("measured ceilings " + measured.string() + " are of '" + id + "', not of " + h.id + " (" + h.origin +
+                ")");
+  apply_measured(h, j, measured.string());
+}
+
+}  // namespace
+
+Hardware load_hardware(const std::string& name_or_path, CeilingsMode mode) {
+  const fs::path path = hardware_path(name_or_path);
   Hardware h = hardware_from_json(read_json_file(path), path.string());
   if (mode == CeilingsMode::datasheet) return h;
-  const fs::path measured = measured_ceilings_path(h.id);
+  const fs::path measured = measured_ceilings_beside(path);
+  std::error_code ec;
   if (fs::is_regular_file(measured, ec))
-    apply_measured(h, read_json_file(measured), measured.string());
+    overlay(h, measured);
   else if (mode == CeilingsMode::measured)
-    throw Error("no measured ceilings for " + h.id + " (" + measured.string() + "); run `inferlab ceilings` on that GPU");
+    throw Error("no measured ceilings for " + h.id + " (" + measured.string() +
+                "); run `inferlab ceilings` on that GPU, or use ceilings datasheet");
+  return h;
+}
+
+Hardware load_hardware(const std::string& name_or_path, const std::string& ceilings) {
+  if (ceilings == "auto" || ceilings == "automatic" || ceilings == "datasheet" || ceilings == "measured")
+    return load_hardware(name_or_path, parse_ceilings_mode(ceilings));
+  const fs::path file(ceilings);
+  std::error_code ec;
+  if (file.extension() != ".json" || !fs::is_regular_file(file, ec))
+    throw Error("unknown ceilings '" + ceilings + "' (known: " + kCeilingsHelp + ")");
+  Hardware h = load_hardware(name_or_path, CeilingsMode::datasheet);
+  overlay(h, file);
   return h;
 }
 

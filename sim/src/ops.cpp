@@ -11,16 +11,13 @@ namespace inferlab {
 namespace {
 
 using detail::check_positive;
+using detail::kRopeFlopsPerElement;
 using detail::OpBuilder;
 
-// FLOPs per element of the non-matmul operators (FP32 vector units). Rough by nature; they only
-// matter when such an op is compute-bound, which none is on any GPU we model.
-constexpr double kNormFlopsPerElement = 4;      // square, sum, scale by rsqrt, scale by weight
-constexpr double kRopeFlopsPerElement = 3;      // (x cos - y sin, x sin + y cos): 6 per pair
+// More FLOPs per element of non-matmul operators (see op_builder.h).
 constexpr double kResidualFlopsPerElement = 1;
 constexpr double kSiluMulFlopsPerElement = 5;   // x / (1 + exp(-x)), then * up
 constexpr double kGeluFlopsPerElement = 8;      // tanh approximation
-constexpr double kLseBytes = 4;                 // the log-sum-exp is kept in fp32
 
 }  // namespace
 
@@ -109,17 +106,6 @@ double expected_experts_touched(int64_t experts, int64_t top_k, int64_t tokens) 
 
 namespace {
 
-// The attention of a batch, summed over its sequences before any byte or FLOP is counted, so that a
-// uniform batch (attention_cost) and a heterogeneous one (batch_attention_op) share one formula.
-struct AttentionWork {
-  double queries = 0;        // sum of count x new tokens
-  double cached_keys = 0;    // K/V rows read from the cache (keys read minus the new ones)
-  double pairs = 0;          // (query, key) pairs computed: flash FLOPs
-  double scored = 0;         // query x key rectangle: naive scores and FLOPs
-  double table_entries = 0;  // block-table entries read (paged cache)
-  double partial_rows = 0;   // query rows x split pieces (split-KV partial outputs)
-};
-
 void check_attention_heads(int64_t heads, int64_t kv_heads, int64_t head_dim) {
   if (heads <= 0 || kv_heads <= 0 || head_dim <= 0) throw Error("attention shape: sizes must be positive");
   if (heads % kv_heads != 0)
@@ -127,14 +113,16 @@ void check_attention_heads(int64_t heads, int64_t kv_heads, int64_t head_dim) {
                 std::to_string(heads));
 }
 
-// `count` sequences of `new_tokens` queries after `past` cached tokens.
-void add_sequences(AttentionWork& w, int64_t count, int64_t new_tokens, int64_t past, AttentionVariant variant,
-                   bool causal, std::optional<int64_t> window, int64_t block_size, int64_t splits) {
+}  // namespace
+
+void detail::add_sequences(AttentionWork& w, int64_t count, int64_t new_tokens, int64_t past, AttentionVariant variant,
+                           bool causal, std::optional<int64_t> window, int64_t block_size, int64_t splits) {
   const double b = double(count), n = double(new_tokens);
   // flash reads each key once (only those some query can see); naive reads and scores them all.
   const double keys = variant == AttentionVariant::flash ? double(attention_keys(new_tokens, past, window))
                                                          : double(past + new_tokens);
   w.queries += b * n;
+  w.new_keys += b * n;
   w.cached_keys += b * (keys - n);  // rows of K/V that come from the cache; the new ones from the QKV output
   w.pairs += b * attention_pairs(new_tokens, past, causal, window);
   w.scored += b * n * keys;
@@ -142,51 +130,51 @@ void add_sequences(AttentionWork& w, int64_t count, int64_t new_tokens, int64_t 
   w.partial_rows += b * n * double(splits);
 }
 
-Op attention_from_work(const AttentionWork& w, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                       AttentionVariant variant, bool split, DType act_dtype, DType kv_dtype) {
+Op detail::attention_from_work(const AttentionWork& w, const AttentionGeometry& g, AttentionVariant variant, bool split,
+                               DType act_dtype, DType kv_dtype) {
   const double act = dtype_bytes(act_dtype), kvb = dtype_bytes(kv_dtype);
-  const double h = double(heads), d = double(head_dim);
-  const double q_dim = h * d, kv_dim = double(kv_heads) * d;
+  const double h = double(g.heads), qk = double(g.qk_dim), v = double(g.v_dim), kvh = double(g.kv_heads);
   OpBuilder ob("attention", OpClass::attention, 1);
   ob.variant(attention_variant_name(variant));
-  ob.read("Q", TensorRole::activation, w.queries * q_dim * act);
-  for (const char* t : {"K", "V"}) {
-    if (w.cached_keys > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, w.cached_keys * kv_dim * kvb);
-    ob.read(std::string(t) + "_new", TensorRole::activation, w.queries * kv_dim * act);
+  ob.read("Q", TensorRole::activation, w.queries * h * qk * act);
+  const std::pair<const char*, double> kv[] = {{g.shared_kv ? "KV" : "K", qk}, {"V", v}};
+  for (const auto& [t, width] : kv) {
+    if (g.shared_kv && std::string(t) == "V") break;  // V is part of each cached K row
+    if (w.cached_keys > 0) ob.read(std::string(t) + "_cache", TensorRole::kv_cache, w.cached_keys * kvh * width * kvb);
+    if (w.new_keys > 0) ob.read(std::string(t) + "_new", TensorRole::activation, w.new_keys * kvh * width * act);
   }
   if (w.table_entries > 0) ob.read("block_table", TensorRole::activation, w.table_entries * 4.0);
   if (split) {
-    const double partial = w.partial_rows * h * (d + 2.0) * 4.0;  // O in fp32, max and sum
+    const double partial = w.partial_rows * h * (v + 2.0) * 4.0;  // O in fp32, max and sum
     ob.write("partial_o", TensorRole::activation, partial);
     ob.read("partial_o", TensorRole::activation, partial);
   }
   if (variant == AttentionVariant::flash) {
-    ob.write("O", TensorRole::activation, w.queries * q_dim * act);
-    ob.write("lse", TensorRole::activation, w.queries * h * kLseBytes);
-    ob.matmul(4.0 * h * d * w.pairs, act_dtype);
+    ob.write("O", TensorRole::activation, w.queries * h * v * act);
+    ob.write("lse", TensorRole::activation, w.queries * h * detail::kLseBytes);
+    ob.matmul(2.0 * h * (qk + v) * w.pairs, act_dtype);
   } else {
     const double scores = w.scored * h * act;
     ob.write("S", TensorRole::scores, scores);  // QK^T GEMM
     ob.read("S", TensorRole::scores, scores);   // softmax
     ob.write("P", TensorRole::scores, scores);
     ob.read("P", TensorRole::scores, scores);   // PV GEMM
-    ob.write("O", TensorRole::activation, w.queries * q_dim * act);
-    ob.write("lse", TensorRole::activation, w.queries * h * kLseBytes);
-    ob.matmul(4.0 * h * d * w.scored, act_dtype);  // the full rectangle, masked afterwards
+    ob.write("O", TensorRole::activation, w.queries * h * v * act);
+    ob.write("lse", TensorRole::activation, w.queries * h * detail::kLseBytes);
+    ob.matmul(2.0 * h * (qk + v) * w.scored, act_dtype);  // the full rectangle, masked afterwards
     ob.op.launches = 3;
   }
   return ob.op;
 }
 
-}  // namespace
-
 Op attention_cost(const AttentionShape& a, AttentionVariant variant, DType act_dtype, DType kv_dtype) {
   if (a.batch <= 0 || a.new_tokens <= 0 || a.past_tokens < 0 || a.block_size < 0 || a.splits <= 0)
     throw Error("attention shape: sizes must be positive");
   check_attention_heads(a.heads, a.kv_heads, a.head_dim);
-  AttentionWork w;
-  add_sequences(w, a.batch, a.new_tokens, a.past_tokens, variant, a.causal, a.window, a.block_size, a.splits);
-  return attention_from_work(w, a.heads, a.kv_heads, a.head_dim, variant, a.splits > 1, act_dtype, kv_dtype);
+  detail::AttentionWork w;
+  detail::add_sequences(w, a.batch, a.new_tokens, a.past_tokens, variant, a.causal, a.window, a.block_size, a.splits);
+  return detail::attention_from_work(w, {a.heads, a.kv_heads, a.head_dim, a.head_dim, false}, variant, a.splits > 1,
+                                     act_dtype, kv_dtype);
 }
 
 double medusa_head_params(const ModelConfig& m) {
@@ -250,16 +238,35 @@ int64_t Batch::logit_rows() const {
 }
 Batch Batch::of(const Step& s) { return Batch{{SequenceWork{s.new_tokens, s.past_tokens, s.batch, 1}}, 0}; }
 
-Op batch_attention_op(const ModelConfig& m, const Batch& batch, const OpOptions& o) {
-  check_attention_heads(m.heads, m.kv_heads, m.head_dim);
+std::vector<Op> batch_attention_ops(const ModelConfig& m, const Batch& batch, const OpOptions& o) {
   if (batch.kv_block_size < 0) throw Error("KV block size must not be negative");
-  AttentionWork w;
-  for (const auto& q : batch.sequences)
-    add_sequences(w, q.count, q.new_tokens, q.past_tokens, o.attention, o.causal, m.sliding_window, batch.kv_block_size,
-                  1);
-  Op op = attention_from_work(w, m.heads, m.kv_heads, m.head_dim, o.attention, false, o.precision.act, o.precision.kv);
-  op.count = m.layers;
-  return op;
+  if (m.mla) return {detail::mla_attention_op(m, batch, o)};
+  check_attention_heads(m.heads, m.kv_heads, m.head_dim);
+  // One op per kind of layer: those attending within the sliding window, and the global ones.
+  const int64_t windowed = m.window_layer_count(), global = m.layers - windowed;
+  std::vector<Op> ops;
+  for (const bool local : {false, true}) {
+    const int64_t count = local ? windowed : global;
+    if (count == 0) continue;
+    detail::AttentionWork w;
+    for (const auto& q : batch.sequences)
+      detail::add_sequences(w, q.count, q.new_tokens, q.past_tokens, o.attention, o.causal,
+                            local ? m.sliding_window : std::nullopt, batch.kv_block_size, 1);
+    Op op = detail::attention_from_work(w, {m.heads, m.kv_heads, m.head_dim, m.head_dim, false}, o.attention, false,
+                                        o.precision.act, o.precision.kv);
+    op.count = count;
+    if (local && global > 0) op.name = "attention_window";
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+Op batch_attention_op(const ModelConfig& m, const Batch& batch, const OpOptions& o) {
+  std::vector<Op> ops = batch_attention_ops(m, batch, o);
+  if (ops.size() != 1)
+    throw Error(m.name + " has sliding-window and global attention layers: its attention is " +
+                std::to_string(ops.size()) + " ops (batch_attention_ops)");
+  return ops.front();
 }
 
 Op attention_op(const ModelConfig& m, const Step& s, const OpOptions& o) {
@@ -284,7 +291,7 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
   const double wb = dtype_bytes(o.precision.weight), act = dtype_bytes(o.precision.act);
   const double kvb = dtype_bytes(o.precision.kv);
   const DType mm = o.precision.act;  // matmuls run in the activation type; weight-only formats dequantize to it
-  const double T = double(batch.tokens()), H = double(m.hidden), F = double(m.intermediate);
+  const double T = double(batch.tokens()), H = double(m.hidden);
   const double qd = double(m.q_dim()), kvd = double(m.kv_dim());
   const double V = double(m.vocab), B = double(batch.logit_rows());
   const int64_t L = m.layers;
@@ -296,15 +303,10 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
                     .scope(OpScope::before_layers)
                     .op);
   auto norm = [&](const char* name, double rows, int64_t count) {
-    return OpBuilder(name, OpClass::elementwise, count)
-        .read("x", TensorRole::activation, rows * H * act)
-        .read("w_norm", TensorRole::weight, H * wb)
-        .write("x_norm", TensorRole::activation, rows * H * act)
-        .vector(kNormFlopsPerElement * rows * H)
-        .op;
+    return detail::norm_op(name, rows, H, count, act, wb);
   };
-  auto residual = [&](const char* name, double branch_rows) {
-    return OpBuilder(name, OpClass::elementwise, L)
+  auto residual = [&](const char* name, double branch_rows, int64_t count) {
+    return OpBuilder(name, OpClass::elementwise, count)
         .read("x", TensorRole::activation, T * H * act)
         .read("branch", TensorRole::activation, branch_rows * H * act)
         .write("x", TensorRole::activation, T * H * act)
@@ -321,61 +323,89 @@ std::vector<Op> batch_ops(const ModelConfig& m, const Batch& batch, const OpOpti
         .matmul(2.0 * rows * in * out, mm)
         .op;
   };
-  // A layer GEMM: its weight (`copies` matrices of out x in: the experts a MoE step reaches) in the
-  // weight format when one is set, else as any other.
-  auto layer_gemm = [&](const char* name, double rows, int64_t in, int64_t out, double copies, const char* w) {
-    if (!o.weight_format) return gemm(name, L, rows, double(in), double(out), copies * double(out), w);
-    OpBuilder ob(name, OpClass::gemm, L);
+  // A layer GEMM of `count` layers: its weight (`copies` matrices of out x in: the experts a MoE step
+  // reaches) in the weight format when one is set, else as any other.
+  auto layer_gemm_n = [&](const char* name, int64_t count, double rows, int64_t in, int64_t out, double copies,
+                          const char* w) {
+    if (!o.weight_format) return gemm(name, count, rows, double(in), double(out), copies * double(out), w);
+    OpBuilder ob(name, OpClass::gemm, count);
     detail::add_linear(ob, *o.weight_format, o.precision.act, rows, out, in, copies, w);
     return ob.op;
   };
+  auto layer_gemm = [&](const char* name, int64_t in, int64_t out, const char* w) {
+    return layer_gemm_n(name, L, T, in, out, 1, w);
+  };
+  // The MLP of `count` layers over `rows` token-rows, weights `copies` times (MoE: the experts reached).
+  auto mlp = [&](const char* prefix, const std::string& variant, int64_t count, double rows, int64_t width,
+                 double copies, const std::string& weights) {
+    const double F = double(width), up = m.gated_mlp ? 2 * F : F;
+    const std::string p(prefix);
+    std::vector<Op> out;
+    out.push_back(layer_gemm_n((p + (m.gated_mlp ? "gate_up_proj" : "up_proj")).c_str(), count, rows, m.hidden,
+                               int64_t(up), copies, ("W_up" + weights).c_str()));
+    out.push_back(OpBuilder(p + "act", OpClass::elementwise, count)
+                      .read("h", TensorRole::activation, rows * up * act)
+                      .write("a", TensorRole::activation, rows * F * act)
+                      .vector((m.gated_mlp ? kSiluMulFlopsPerElement : kGeluFlopsPerElement) * rows * F)
+                      .op);
+    out.push_back(layer_gemm_n((p + "down_proj").c_str(), count, rows, width, m.hidden, copies,
+                               ("W_down" + weights).c_str()));
+    for (Op& op : out) op.variant = variant;
+    return out;
+  };
 
   ops.push_back(norm("attn_norm", T, L));
-  ops.push_back(layer_gemm("qkv_proj", T, m.hidden, m.q_dim() + 2 * m.kv_dim(), 1, "W_qkv"));
-  ops.push_back(OpBuilder("rope", OpClass::elementwise, L)
-                    .read("qk", TensorRole::activation, T * (qd + kvd) * act)
-                    .write("qk", TensorRole::activation, T * (qd + kvd) * act)
-                    .vector(kRopeFlopsPerElement * T * (qd + kvd))
-                    .op);
-  ops.push_back(OpBuilder("kv_cache_write", OpClass::memory, L)
-                    .read("kv_new", TensorRole::activation, T * 2 * kvd * act)
-                    .write("kv_cache", TensorRole::kv_cache, T * 2 * kvd * kvb)
-                    .op);
-  ops.push_back(batch_attention_op(m, batch, o));
-  ops.push_back(layer_gemm("o_proj", T, m.q_dim(), m.hidden, 1, "W_o"));
-  ops.push_back(residual("attn_residual", T));
+  int64_t attn_out = m.q_dim();  // width o_proj reads
+  if (m.mla) {
+    for (Op& op : detail::mla_projection_ops(m, batch, o, [&](const char* name, int64_t in, int64_t out, const char* w) {
+           return layer_gemm(name, in, out, w);
+         }))
+      ops.push_back(std::move(op));
+    attn_out = m.heads * m.mla->v_head_dim;
+  } else {
+    ops.push_back(layer_gemm("qkv_proj", m.hidden, m.q_dim() + 2 * m.kv_dim(), "W_qkv"));
+    ops.push_back(OpBuilder("rope", OpClass::elementwise, L)
+                      .read("qk", TensorRole::activation, T * (qd + kvd) * act)
+                      .write("qk", TensorRole::activation, T * (qd + kvd) * act)
+                      .vector(kRopeFlopsPerElement * T * (qd + kvd))
+                      .op);
+    ops.push_back(OpBuilder("kv_cache_write", OpClass::memory, L)
+                      .read("kv_new", TensorRole::activation, T * 2 * kvd * act)
+                      .write("kv_cache", TensorRole::kv_cache, T * 2 * kvd * kvb)
+                      .op);
+  }
+  for (Op& op : batch_attention_ops(m, batch, o)) ops.push_back(std::move(op));
+  ops.push_back(layer_gemm("o_proj", attn_out, m.hidden, "W_o"));
+  if (m.norms_per_layer == 4) ops.push_back(norm("attn_post_norm", T, L));
+  ops.push_back(residual("attn_residual", T, L));
   ops.push_back(norm("ffn_norm", T, L));
 
-  if (!m.is_moe()) {
-    const double up = m.gated_mlp ? 2 * F : F;
-    ops.push_back(layer_gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", T, m.hidden, int64_t(up), 1, "W_up"));
-    ops.push_back(OpBuilder("act", OpClass::elementwise, L)
-                      .read("h", TensorRole::activation, T * up * act)
-                      .write("a", TensorRole::activation, T * F * act)
-                      .vector((m.gated_mlp ? kSiluMulFlopsPerElement : kGeluFlopsPerElement) * T * F)
-                      .op);
-    ops.push_back(layer_gemm("down_proj", T, m.intermediate, m.hidden, 1, "W_down"));
-    ops.push_back(residual("ffn_residual", T));
-  } else {
+  const int64_t moe = m.moe_layer_count(), dense = L - moe;
+  if (dense > 0)
+    for (Op& op : mlp("", "", dense, T, m.intermediate, 1, "")) ops.push_back(std::move(op));
+  if (moe > 0) {
     // Each token goes to k experts; the weights read are those of the experts the step reaches.
+    // A shared expert (Qwen2-MoE, DeepSeek) runs on every token beside them.
     const double E = double(m.experts), k = double(m.experts_per_token);
     const double touched = expected_experts_touched(m.experts, m.experts_per_token, batch.tokens());
-    const double up = m.gated_mlp ? 2 * F : F;
-    ops.push_back(gemm("router", L, T, H, E, E, "W_router"));
-    Op gu = layer_gemm(m.gated_mlp ? "gate_up_proj" : "up_proj", T * k, m.hidden, int64_t(up), touched, "W_up_experts");
-    gu.variant = "moe";
-    ops.push_back(gu);
-    Op a = OpBuilder("act", OpClass::elementwise, L)
-               .read("h", TensorRole::activation, T * k * up * act)
-               .write("a", TensorRole::activation, T * k * F * act)
-               .vector((m.gated_mlp ? kSiluMulFlopsPerElement : kGeluFlopsPerElement) * T * k * F)
-               .variant("moe")
-               .op;
-    ops.push_back(a);
-    Op dn = layer_gemm("down_proj", T * k, m.intermediate, m.hidden, touched, "W_down_experts");
-    dn.variant = "moe";
-    ops.push_back(dn);
-    ops.push_back(residual("ffn_residual", T * k));  // the top-k weighted sum folds into the residual add
+    ops.push_back(gemm("router", moe, T, H, E, E, "W_router"));
+    for (Op& op : mlp("", "moe", moe, T * k, m.expert_intermediate(), touched, "_experts")) ops.push_back(std::move(op));
+    if (m.shared_intermediate > 0) {
+      for (Op& op : mlp("shared_", "shared", moe, T, m.shared_intermediate, 1, "_shared")) ops.push_back(std::move(op));
+      if (m.shared_expert_gate) {
+        Op g = gemm("shared_gate", moe, T, H, 1, 1, "W_shared_gate");
+        g.variant = "shared";
+        ops.push_back(g);
+      }
+    }
+  }
+  if (m.norms_per_layer == 4) ops.push_back(norm("ffn_post_norm", T, L));
+  if (dense > 0) ops.push_back(residual("ffn_residual", T, dense));
+  if (moe > 0) {
+    // The top-k weighted sum (and the shared expert's output) folds into the residual add.
+    Op r = residual("ffn_residual", T * double(m.experts_per_token) + (m.shared_intermediate > 0 ? T : 0.0), moe);
+    if (dense > 0) r.variant = "moe";
+    ops.push_back(r);
   }
 
   if (B > 0) {  // no logits needed: the pass ends with the last layer

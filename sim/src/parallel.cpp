@@ -32,9 +32,12 @@ void check_parallelism(const ModelConfig& m, const Parallelism& p) {
     throw Error("tensor-parallel degree " + str(p.tp) + " and the " + str(m.kv_heads) + " KV heads of " + m.name +
                 ": tp must divide the KV heads, or be a multiple of them (each KV head then replicated on tp / "
                 "kv_heads ranks)");
-  if (m.intermediate % p.tp != 0)
-    throw Error("tensor-parallel degree " + str(p.tp) + " does not divide the MLP width " + str(m.intermediate) +
-                " of " + m.name);
+  for (const auto& [width, what] : {std::pair{m.intermediate, "MLP width"},
+                                    std::pair{m.is_moe() ? m.expert_intermediate() : 0, "expert width"},
+                                    std::pair{m.shared_intermediate, "shared-expert width"}})
+    if (width % p.tp != 0)
+      throw Error("tensor-parallel degree " + str(p.tp) + " does not divide the " + what + " " + str(width) + " of " +
+                  m.name);
   if (p.pp > m.layers)
     throw Error("pipeline-parallel degree " + str(p.pp) + " exceeds the " + str(m.layers) + " layers of " + m.name);
 }
@@ -49,6 +52,8 @@ ModelConfig shard_model(const ModelConfig& m, int64_t tp) {
   s.heads = m.heads / tp;
   s.kv_heads = kv_heads_per_rank(m, tp);
   s.intermediate = m.intermediate / tp;
+  s.moe_intermediate = m.moe_intermediate / tp;
+  s.shared_intermediate = m.shared_intermediate / tp;
   s.vocab = vocab_per_rank(m, tp);
   s.name = m.name + " (1/" + str(tp) + " rank)";
   return s;
@@ -64,9 +69,10 @@ std::vector<int64_t> stage_layers(int64_t layers, int64_t pp) {
 ModelConfig stage_model(const ModelConfig& m, const Parallelism& p, int64_t stage) {
   check_parallelism(m, p);
   if (stage < 0 || stage >= p.pp) throw Error("stage " + str(stage) + " outside 0.." + str(p.pp - 1));
-  ModelConfig s = shard_model(m, p.tp);
-  s.layers = stage_layers(m.layers, p.pp)[std::size_t(stage)];
-  return s;
+  const std::vector<int64_t> sizes = stage_layers(m.layers, p.pp);
+  int64_t first = 0;
+  for (int64_t i = 0; i < stage; ++i) first += sizes[std::size_t(i)];
+  return layer_range(shard_model(m, p.tp), first, sizes[std::size_t(stage)]);
 }
 
 double stage_params(const ModelConfig& m, const Parallelism& p, int64_t stage) {
@@ -74,7 +80,7 @@ double stage_params(const ModelConfig& m, const Parallelism& p, int64_t stage) {
   const bool first = stage == 0, last = stage == p.pp - 1;
   // Summed in the order of ModelConfig::total_params, so one stage of one rank gives it exactly.
   double params = first ? s.embedding_params() : 0.0;
-  params += double(s.layers) * s.layer_params();
+  params += s.layers_params();
   if (last) {
     params += double(s.hidden);
     params += (s.tied_embeddings && first) ? 0.0 : s.lm_head_params();

@@ -24,7 +24,9 @@ double RooflineStepCost::step_time(const Batch& batch) {
       if (st.compute.ops[i].op_class != OpClass::attention) rest += st.compute.predictions[i].total_s;
     it = rest_.emplace(key, rest + st.comm_s).first;
   }
-  return it->second + predict(batch_attention_op(rank_, batch, options_), hw_).total_s;
+  double attention = 0;
+  for (const Op& op : batch_attention_ops(rank_, batch, options_)) attention += predict(op, hw_).total_s;
+  return it->second + attention;
 }
 
 std::string RooflineStepCost::describe() const {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "inferlab/experiments/plots.h"
+#include "inferlab/experiments/results.h"
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
 
@@ -31,9 +32,9 @@ std::string cli_path() {
   return INFERLAB_CLI;
 }
 
-Result cli(const std::string& args) {
+Result cli(const std::string& args, const std::string& env = "") {
   const fs::path err = fs::temp_directory_path() / ("inferlab_cli_err_" + std::to_string(std::random_device{}()));
-  const std::string cmd = "cd " + inferlab::shell_quote(inferlab::project_root().string()) + " && " +
+  const std::string cmd = "cd " + inferlab::shell_quote(inferlab::project_root().string()) + " && " + env +
                           inferlab::shell_quote(cli_path()) + " " + args + " 2>" + inferlab::shell_quote(err.string());
   Result r{-1, "", ""};
   r.status = inferlab::run_command(cmd, &r.out);
@@ -56,7 +57,8 @@ void expect_failure(const std::string& args, const std::string& needle) {
 TEST(Cli, ModelPrintsPerOpTableAndTotals) {
   const Result r = cli("model --model llama-2-7b --hardware a100-sxm-80gb --phase decode --batch 1 --context 4096");
   ASSERT_EQ(r.status, 0) << r.all;
-  for (const char* s : {"qkv_proj", "attention/flash", "down_proj", "lm_head", "total", "memory-bound", "ridge 153.0"})
+  for (const char* s : {"qkv_proj", "attention/flash", "down_proj", "lm_head", "total", "memory-bound",
+                        "ceilings datasheet", "ridge 153 FLOP/B (fp16)"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
@@ -115,6 +117,83 @@ TEST(Cli, MemoryGivesTheTwoGibKvOfTheWorkedExample) {
     EXPECT_NE(text.out.find(s), std::string::npos) << s << "\n" << text.out;
 }
 
+// Every verb that predicts takes --ceilings and names the ceilings it used; the default is the
+// datasheet for every GPU, so the H100's ridge is one number wherever it is shown.
+TEST(Cli, EveryVerbTakesAndLabelsItsCeilings) {
+  const auto list = nlohmann::json::parse(cli("list --json").out);
+  double ridge_list = 0;
+  for (const auto& h : list["hardware"]) {
+    EXPECT_EQ(h["ceilings"], "datasheet") << h["id"];
+    if (h["id"] == "h100-sxm-80gb") ridge_list = h["ridge_bf16"].get<double>();
+  }
+  EXPECT_NEAR(ridge_list, 989.4 / 3.35, 0.1);
+  const auto model = nlohmann::json::parse(cli("model --model llama-3-8b --hardware h100-sxm-80gb --context 512 --json").out);
+  EXPECT_EQ(model["hardware"]["ceilings"], "datasheet");
+  for (const auto& op : model["ops"])
+    if (op["op"] == "total") EXPECT_NEAR(op["ridge"].get<double>(), ridge_list, 1e-6);  // rows keep 10 digits
+  const std::string measured = " --hardware h100-sxm-80gb --ceilings measured --json";
+  for (const std::string& verb : {std::string("model --model llama-3-8b --context 512"),
+                                  std::string("memory --model llama-3-8b --context 512"),
+                                  std::string("serve --model llama-3-8b --requests 20")}) {
+    const Result r = cli(verb + measured);
+    ASSERT_EQ(r.status, 0) << verb << "\n" << r.all;
+    EXPECT_NE(nlohmann::json::parse(r.out)["hardware"]["ceilings"].get<std::string>().find("measured"), std::string::npos)
+        << verb;
+  }
+  EXPECT_NE(cli("list --ceilings measured").all.find("no measured ceilings for a100"), std::string::npos);
+  const Result text = cli("list --ceilings auto");
+  EXPECT_EQ(text.status, 0) << text.all;
+  EXPECT_NE(text.out.find("ceilings: auto"), std::string::npos) << text.out;
+  expect_failure("model --model llama-3-8b --hardware h200-sxm --context 8 --ceilings measured",
+                 "no measured ceilings for h200-sxm");
+  expect_failure("memory --model llama-3-8b --hardware h100-sxm-80gb --context 8 --ceilings sometimes",
+                 "unknown ceilings 'sometimes'");
+}
+
+// One answer everywhere for a sliding-window model: the KV cache, both reservations and the
+// longest context agree, and a context past max_position_embeddings is refused by every verb alike.
+TEST(Cli, SlidingWindowMemoryAndContextLimitsAgree) {
+  const Result r = cli("memory --model mistral-7b --context 32768 --hardware h100-sxm-80gb --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  const auto m = nlohmann::json::parse(r.out)["memory"];
+  const double kv = m["kv_cache_bytes"].get<double>();
+  EXPECT_DOUBLE_EQ(kv, 4096.0 * 32 * 2 * 8 * 128 * 2);  // the 4096-token window of each of the 32 layers
+  EXPECT_DOUBLE_EQ(m["contiguous_reserved_bytes"].get<double>(), kv);  // a rolling buffer of the window
+  EXPECT_DOUBLE_EQ(m["paged_reserved_bytes"].get<double>(), kv);       // 256 blocks of 16
+  EXPECT_EQ(m["paged_blocks"], 256);
+  EXPECT_EQ(m["max_context"], 32768);  // the model's limit, not the search's
+  EXPECT_EQ(m["max_context_limit"], "max positions");
+  const Result text = cli("memory --model mistral-7b --context 32768 --hardware h100-sxm-80gb");
+  EXPECT_NE(text.out.find("32768 tokens (the model's limit; memory would hold more)"), std::string::npos) << text.out;
+  // Gemma-2: half the layers hold the window, half every token.
+  const auto g = nlohmann::json::parse(cli("memory --model gemma-2-9b --context 8192 --dtype bf16 --json").out)["memory"];
+  EXPECT_DOUBLE_EQ(g["kv_cache_bytes"].get<double>(), (21.0 * 8192 + 21.0 * 4096) * 2 * 8 * 256 * 2);
+  EXPECT_DOUBLE_EQ(g["paged_reserved_bytes"].get<double>(), g["kv_cache_bytes"].get<double>());
+  // Past max_position_embeddings: the same refusal from model, memory and serve; --max-positions lifts it.
+  for (const std::string& verb : {std::string("model --hardware h100-sxm-80gb --context 8192"),
+                                  std::string("memory --context 8192"),
+                                  std::string("serve --hardware h100-sxm-80gb --requests 5 --max-len 8192")})
+    expect_failure(verb + " --model llama-2-7b", "exceeds llama-2-7b's max_position_embeddings 4096");
+  EXPECT_EQ(cli("model --model llama-2-7b --hardware h100-sxm-80gb --context 8192 --max-positions 8192").status, 0);
+  EXPECT_EQ(cli("memory --model llama-2-7b --context 8192 --max-positions 16384").status, 0);
+}
+
+// In a CUDA build the CLI that predicts loads no CUDA library (cuBLASLt's initializers alone take
+// ~0.3 s at every start); the verbs that run kernels reach inferlab-cuda beside it.
+TEST(Cli, ThePredictingCliLoadsNoCudaLibrary) {
+  const fs::path cuda = fs::path(cli_path()).parent_path() / "inferlab-cuda";
+  if (!fs::exists(cuda)) GTEST_SKIP() << "a build without CUDA: one CLI";
+  std::string light, full;
+  inferlab::run_command("ldd " + inferlab::shell_quote(cli_path()), &light);
+  inferlab::run_command("ldd " + inferlab::shell_quote(cuda.string()), &full);
+  for (const char* lib : {"libcudart", "libcublas", "libcupti"}) {
+    EXPECT_EQ(light.find(lib), std::string::npos) << lib;
+    EXPECT_NE(full.find(lib), std::string::npos) << lib;
+  }
+  const Result r = cli("ceilings --json");
+  EXPECT_EQ(r.all.find("is not built"), std::string::npos) << r.all;  // inferlab-cuda answered
+}
+
 TEST(Cli, ListShowsModelsHardwareAndSpecs) {
   const Result r = cli("list --json");
   ASSERT_EQ(r.status, 0) << r.all;
@@ -142,6 +221,8 @@ TEST(Cli, BadInputFailsWithAClearMessage) {
   expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 0", "'context' must be at least 1");
   expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --batch -2", "'batch' must be at least 1");
   expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --kv-heads 5", "does not divide");
+  expect_failure("model --model llama-2-7b --hardware h100-sxm-80gb --context 8 --kv-heads gqa-8",
+                 "the literature's GQA-N (Ainslie et al. 2023) has N KV-head groups");
   expect_failure("model --model llama-2-7b --hardware a100-sxm-80gb --context 8 --dtype fp8", "no dense tensor-core rate");
   expect_failure("memory --model llama-2-7b --context ten", "must be an integer");
   expect_failure("model --hardware h100-sxm-80gb --context 8", "--model is required");
@@ -254,6 +335,147 @@ TEST(Cli, RunRejectsMalformedSpecWithoutWritingAnything) {
   EXPECT_TRUE(fs::exists(dir / "out" / "good.csv"));
   EXPECT_TRUE(fs::exists(dir / "out" / "good.json"));
   fs::remove_all(dir);
+}
+
+// Without --out, run writes under out/ of the current folder; data/results/ (committed results) is
+// written only on purpose, and never from a tree with uncommitted changes.
+TEST(Cli, RunNeverWritesOverCommittedResultsByDefault) {
+  if (inferlab::run_command("git --version > /dev/null 2>&1", nullptr) != 0) GTEST_SKIP() << "no git";
+  const fs::path root = fs::temp_directory_path() / ("inferlab_cli_root_" + std::to_string(std::random_device{}()));
+  fs::create_directories(root / "data" / "models");
+  fs::create_directories(root / "data" / "hardware");
+  fs::create_directories(root / "data" / "results" / "model");
+  fs::copy_file(inferlab::data_dir() / "models" / "llama-2-7b.json", root / "data" / "models" / "llama-2-7b.json");
+  inferlab::write_file_atomic(root / "s.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 512}\n");
+  const std::string in_root = "cd '" + root.string() + "' && ";
+  ASSERT_EQ(inferlab::run_command(in_root + "git init -q && git add -A && git -c user.email=t@t -c user.name=t commit -qm t",
+                                  nullptr),
+            0);
+  const std::string run = in_root + "INFERLAB_ROOT='" + root.string() + "' " + inferlab::shell_quote(cli_path()) +
+                          " run s.yaml --no-plots";
+  std::string out;
+  EXPECT_EQ(inferlab::run_command(run + " 2>&1", &out), 0) << out;
+  EXPECT_TRUE(fs::exists(root / "out" / "model" / "s.csv"));
+  EXPECT_FALSE(fs::exists(root / "data" / "results" / "model" / "s.csv"));
+  // Into data/results: from the clean tree yes; after a change to the tree, refused unless --allow-dirty.
+  const std::string committed = " --out '" + (root / "data" / "results" / "model").string() + "'";
+  EXPECT_EQ(inferlab::run_command(run + committed + " 2>&1", &out), 0) << out;
+  const auto prov = inferlab::read_json_file(root / "data" / "results" / "model" / "s.json");
+  EXPECT_EQ(prov["commit"].get<std::string>().find("dirty"), std::string::npos) << prov["commit"];
+  inferlab::write_file_atomic(root / "s.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 1024}\n");
+  EXPECT_NE(inferlab::run_command(run + committed + " 2>&1", &out), 0);
+  EXPECT_NE(out.find("uncommitted changes"), std::string::npos) << out;
+  EXPECT_EQ(inferlab::run_command(run + committed + " --allow-dirty --fresh 2>&1", &out), 0) << out;
+  fs::remove_all(root);
+}
+
+// Every bad input is found before anything is written: plot entries are checked against the rows
+// the run would write (python3 without matplotlib is enough), a huge batch is a closed form, a
+// generated trace is not clipped to --max-len but its long requests rejected and reported.
+TEST(Cli, BadInputIsFoundBeforeAnythingIsWritten) {
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_bad_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  if (inferlab::run_command("python3 -c '' 2>/dev/null", nullptr) == 0) {
+    inferlab::write_file_atomic(dir / "p.yaml", R"(scenario: memory
+fixed: {model: llama-2-7b, context: 512}
+sweep: {batch: [1, 2]}
+plots:
+  - {name: a, kind: line, x: batch, y: kv_cach_bytes}
+  - {name: b, kind: pie}
+  - {name: c, kind: line, x: batch, y: kv_cache_bytes, where: {batch: 7}}
+  - {name: d, kind: line, x: batch, y: kv_cache_bytes, serie: model}
+)");
+    for (const char* extra : {"", " --no-plots"}) {
+      const Result r = cli("run '" + (dir / "p.yaml").string() + "' --out '" + (dir / "out").string() + "'" + extra);
+      EXPECT_NE(r.status, 0);
+      for (const char* needle : {"p.yaml:5: plot 'a': column 'kv_cach_bytes' not in the results",
+                                 "p.yaml:6: plot 'b': unknown plot kind 'pie'",
+                                 "p.yaml:7: plot 'c': no rows left after 'where'/'exclude'",
+                                 "p.yaml:8: plot 'd': unknown field 'serie'"})
+        EXPECT_NE(r.all.find(needle), std::string::npos) << needle << "\n" << r.all;
+      EXPECT_FALSE(fs::exists(dir / "out")) << extra;
+    }
+  }
+  inferlab::write_file_atomic(dir / "dup.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 512, context: 9}\n");
+  expect_failure("run '" + (dir / "dup.yaml").string() + "' --out '" + (dir / "out").string() + "'",
+                 "key 'context' appears twice");
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  fs::remove_all(dir);
+
+  const Result huge = cli("memory --model llama-2-7b --context 1024 --batch 4000000000 --hardware h100-sxm-80gb --json");
+  ASSERT_EQ(huge.status, 0) << huge.all;
+  const auto h = nlohmann::json::parse(huge.out)["memory"];
+  EXPECT_EQ(h["fits"], false);
+  EXPECT_DOUBLE_EQ(h["paged_blocks"].get<double>(), 4e9 * 64);
+  const auto serve = nlohmann::json::parse(
+      cli("serve --model llama-2-7b --hardware h100-sxm-80gb --requests 40 --max-len 10 --json").out);
+  EXPECT_EQ(serve["summary"]["rejected"], 40);
+  EXPECT_EQ(serve["rejected"].size(), 40u);
+  EXPECT_NE(serve["rejected"][0]["reason"].get<std::string>().find("exceed max_len 10"), std::string::npos);
+}
+
+// Ctrl-C while predicting stops at the next point, writes nothing and says so.
+TEST(Cli, AnInterruptWhilePredictingStopsPromptlyAndWritesNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_sig_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  // The batching spec predicts 68 serving simulations: seconds, time enough to interrupt it.
+  const std::string cmd = "cd " + inferlab::shell_quote(inferlab::project_root().string()) + " && (" +
+                          inferlab::shell_quote(cli_path()) + " run experiments/batching.yaml --no-plots --out '" +
+                          (dir / "out").string() + "' 2>'" + (dir / "err").string() +
+                          "' & pid=$!; sleep 0.4; start=$(date +%s%N); kill -INT $pid; wait $pid; rc=$?; "
+                          "echo $rc $(( ($(date +%s%N) - start) / 1000000 )))";
+  std::string out;
+  ASSERT_EQ(inferlab::run_command(cmd, &out), 0);
+  int rc = 0, ms = 0;
+  ASSERT_EQ(std::sscanf(out.c_str(), "%d %d", &rc, &ms), 2) << out;
+  EXPECT_EQ(rc, 130) << inferlab::read_text_file(dir / "err");
+  EXPECT_LT(ms, 2000);  // one point at most
+  EXPECT_NE(inferlab::read_text_file(dir / "err").find("nothing written"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "out" / "batching.csv"));
+  fs::remove_all(dir);
+}
+
+// Ctrl-C while the figures are drawn: plot.py exits quietly (130), the results stay complete, and
+// inferlab says how to draw them (a stand-in python exits 130 as plot.py does when interrupted).
+TEST(Cli, AnInterruptWhileDrawingKeepsTheResults) {
+  try {
+    inferlab::plot_python();
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const fs::path dir = fs::temp_directory_path() / ("inferlab_cli_int_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  inferlab::write_file_atomic(dir / "python", "#!/bin/sh\ncase \"$*\" in *--out*) exit 130 ;; esac\nexec " +
+                                                  inferlab::shell_quote(inferlab::plot_python()) + " \"$@\"\n");
+  fs::permissions(dir / "python", fs::perms::owner_all);
+  inferlab::write_file_atomic(dir / "p.yaml", "scenario: memory\nfixed: {model: llama-2-7b, context: 512}\n"
+                                              "sweep: {batch: [1, 2]}\nplots: [{name: kv, kind: line, x: batch, y: kv_cache_bytes}]\n");
+  const Result r = cli("run '" + (dir / "p.yaml").string() + "' --out '" + (dir / "out").string() + "'",
+                       "INFERLAB_PYTHON='" + (dir / "python").string() + "' ");
+  EXPECT_EQ(r.status, 130) << r.all;
+  EXPECT_NE(r.all.find("interrupted while drawing the figures; the results are complete: `inferlab plot"),
+            std::string::npos)
+      << r.all;
+  EXPECT_EQ(r.all.find("Traceback"), std::string::npos);
+  EXPECT_TRUE(inferlab::read_json_file(dir / "out" / "p.json")["complete"].get<bool>());
+  EXPECT_EQ(inferlab::read_csv(dir / "out" / "p.csv").rows.size(), 2u);
+  fs::remove_all(dir);
+}
+
+// Every spec's figures can be drawn from its committed results (data/results/*/<spec>.csv), as the
+// spec has them now: a renamed column or a changed filter shows here, not on a user's machine.
+TEST(Cli, EverySpecsFiguresDrawFromItsCommittedResults) {
+  if (inferlab::run_command("python3 -c '' 2>/dev/null", nullptr) != 0) GTEST_SKIP() << "no python3";
+  int checked = 0;
+  for (const auto& spec : inferlab::list_stems(inferlab::project_root() / "experiments", ".yaml"))
+    for (const auto& dir : fs::directory_iterator(inferlab::data_dir() / "results")) {
+      const fs::path csv = dir.path() / (spec + ".csv");
+      if (!fs::exists(csv)) continue;
+      const Result r = cli("plot '" + csv.string() + "' --spec experiments/" + spec + ".yaml --check");
+      EXPECT_EQ(r.status, 0) << csv << "\n" << r.all;
+      ++checked;
+    }
+  EXPECT_GE(checked, 9);
 }
 
 TEST(Cli, RunDrawsTheSpecPlotsAndPlotRedrawsThem) {

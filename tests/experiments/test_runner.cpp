@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "inferlab/experiments/results.h"
@@ -35,6 +36,17 @@ class Runner : public ::testing::Test {
     try {
       run_spec(parse_spec(yaml, dir_ / "x.yaml"), options(), no_gpu());
       ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+  void expect_error_in(const Spec& spec, const RunOptions& o, const std::string& needle) {
+    try {
+      GpuInfo g;
+      g.present = true;
+      g.name = "Test GPU";
+      run_spec(spec, o, g);
+      ADD_FAILURE() << "accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
@@ -76,7 +88,8 @@ TEST_F(Runner, WritesOneRowPerOpAndPointWithProvenance) {
   }
   const auto prov = read_json_file(r.provenance);
   EXPECT_TRUE(prov["complete"].get<bool>());
-  EXPECT_EQ(prov["points_done"].get<int>(), 12);
+  EXPECT_EQ(prov["points_total"].get<int>(), 12);
+  EXPECT_EQ(prov["points_measured"].get<int>(), 0);
   EXPECT_FALSE(prov["commit"].get<std::string>().empty());
   EXPECT_FALSE(prov["date"].get<std::string>().empty());
   EXPECT_FALSE(prov["gpu"]["present"].get<bool>());
@@ -85,46 +98,172 @@ TEST_F(Runner, WritesOneRowPerOpAndPointWithProvenance) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "temporary file left: " << e.path();
 }
 
-TEST_F(Runner, ResumesAnInterruptedSweepWithoutRedoingPoints) {
+// Predictions are recomputed by every run: interrupted while predicting, a run writes nothing, and a
+// changed predict-only spec simply replaces its results.
+TEST_F(Runner, InterruptedWhilePredictingWritesNothing) {
   const Spec s = parse_spec(kSpec, dir_ / "small.yaml");
   RunOptions o = options();
   o.stop_after = 5;
   const RunResult first = run_spec(s, o, no_gpu());
   EXPECT_FALSE(first.complete);
-  EXPECT_EQ(first.ran, 5);
-  EXPECT_EQ(read_csv(first.csv).where("op", "total").size(), 5u);
+  EXPECT_FALSE(first.written);
+  EXPECT_FALSE(fs::exists(first.csv));
+  EXPECT_FALSE(fs::exists(first.provenance));
+  run_spec(s, options(), no_gpu());
+  std::string changed = kSpec;
+  changed.replace(changed.find("[1, 4, 16]"), 10, "[1, 2]");
+  const RunResult second = run_spec(parse_spec(changed, dir_ / "small.yaml"), options(), no_gpu());
+  EXPECT_TRUE(second.complete);
+  EXPECT_EQ(read_csv(second.csv).where("op", "total").size(), 8u);
+}
+
+// A stand-in for a kernel measurement (tests have no GPU): a time that depends on the point only,
+// and a count of the points it measured.
+struct FakeKernel {
+  std::shared_ptr<std::vector<std::string>> calls = std::make_shared<std::vector<std::string>>();
+  std::function<void(const Params&, std::vector<Row>&)> measure() const {
+    auto log = calls;
+    return [log](const Params& p, std::vector<Row>& rows) {
+      log->push_back(p.at("format") + "/" + p.at("m"));
+      for (Row& r : rows) {
+        set_cell(r, "measured_s", num(1e-5 * double(std::stoi(p.at("m"))) + (p.at("format") == "int4" ? 1e-6 : 2e-6)));
+        set_cell(r, "measured_bf16_s", num(3e-5));
+        derive_measured(r);
+      }
+    };
+  }
+};
+
+GpuInfo test_gpu(const std::string& name = "Test GPU") {
+  GpuInfo g;
+  g.present = true;
+  g.name = name;
+  return g;
+}
+
+const char* kMeasured = R"(
+name: lin
+scenario: linear
+fixed: {n: 4096, k: 4096, hardware: h100-sxm-80gb}
+sweep:
+  format: [bf16, int4]
+  m: [1, 2, 4]
+)";
+
+// Measurements are kept per point: an interrupted run resumes where it stopped, an extended sweep
+// measures only its new points, an edited comment measures nothing again, and the result is the
+// file one uninterrupted run writes.
+TEST_F(Runner, MeasurementsResumePerPoint) {
+  FakeKernel kernel;
+  RunOptions o = options();
+  o.measure = kernel.measure();
+  o.stop_after = 2;
+  const Spec s = parse_spec(kMeasured, dir_ / "lin.yaml");
+  const RunResult first = run_spec(s, o, test_gpu());
+  EXPECT_FALSE(first.complete);
+  EXPECT_TRUE(first.written);  // every prediction, the two measurements
+  const ResultTable partial = read_csv(first.csv);
+  ASSERT_EQ(partial.rows.size(), 6u);
+  int measured = 0;
+  for (const auto& r : partial.rows) measured += !r.at("measured_s").empty();
+  EXPECT_EQ(measured, 2);
   EXPECT_FALSE(read_json_file(first.provenance)["complete"].get<bool>());
 
   o.stop_after = -1;
-  const RunResult second = run_spec(s, o, no_gpu());
+  const RunResult second = run_spec(s, o, test_gpu());
   EXPECT_TRUE(second.complete);
-  EXPECT_EQ(second.resumed, 5);
-  EXPECT_EQ(second.ran, 7);
-  const std::string resumed_csv = read_text_file(second.csv);
+  EXPECT_EQ(second.resumed, 2);
+  EXPECT_EQ(second.ran, 4);
+  EXPECT_EQ(kernel.calls->size(), 6u);  // no point measured twice
 
   RunOptions clean = options();
   clean.out_dir = dir_ / "clean";
-  const RunResult whole = run_spec(s, clean, no_gpu());
-  EXPECT_EQ(read_text_file(whole.csv), resumed_csv);  // same rows, same order as one uninterrupted run
+  FakeKernel other;
+  clean.measure = other.measure();
+  EXPECT_EQ(read_text_file(run_spec(s, clean, test_gpu()).csv), read_text_file(second.csv));
+
+  // A comment and a new sweep value: only the new points are measured.
+  std::string extended = std::string("# the same points, and m = 8\n") + kMeasured;
+  extended.replace(extended.find("[1, 2, 4]"), 9, "[1, 2, 4, 8]");
+  kernel.calls->clear();
+  const RunResult third = run_spec(parse_spec(extended, dir_ / "lin.yaml"), o, test_gpu());
+  EXPECT_EQ(*kernel.calls, (std::vector<std::string>{"bf16/8", "int4/8"}));
+  EXPECT_EQ(third.resumed, 6);
+  // Spelling a default out changes nothing either.
+  kernel.calls->clear();
+  std::string spelled = extended;
+  spelled.replace(spelled.find("hardware: h100-sxm-80gb}"), 24, "hardware: h100-sxm-80gb, ceilings: datasheet}");
+  run_spec(parse_spec(spelled, dir_ / "lin.yaml"), o, test_gpu());
+  EXPECT_TRUE(kernel.calls->empty());
 }
 
-TEST_F(Runner, RefusesToMixResultsOfAChangedSpec) {
-  const Spec s = parse_spec(kSpec, dir_ / "small.yaml");
-  run_spec(s, options(), no_gpu());
-  const std::string before = read_text_file(dir_ / "out" / "small.csv");
-  std::string changed = kSpec;
-  changed.replace(changed.find("[1, 4, 16]"), 10, "[1, 2]");
-  const Spec s2 = parse_spec(changed, dir_ / "small.yaml");
-  try {
-    run_spec(s2, options(), no_gpu());
-    FAIL() << "a changed spec overwrote earlier results";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--fresh"), std::string::npos);
+// A kept measurement stands beside a prediction of today's code and files: the derived columns
+// (model error) follow the new prediction. Another GPU's measurements are measured again, kept when
+// only predicting; measured points the spec no longer has are never dropped silently.
+TEST_F(Runner, KeptMeasurementsMeetNewPredictions) {
+  FakeKernel kernel;
+  RunOptions o = options();
+  o.measure = kernel.measure();
+  const Spec s = parse_spec(kMeasured, dir_ / "lin.yaml");
+  run_spec(s, o, test_gpu());
+  std::string measured_ceilings = kMeasured;
+  measured_ceilings.replace(measured_ceilings.find("hardware: h100-sxm-80gb}"), 24,
+                            "hardware: h100-sxm-80gb, ceilings: measured}");
+  kernel.calls->clear();
+  const RunResult r = run_spec(parse_spec(measured_ceilings, dir_ / "lin.yaml"), o, test_gpu());
+  EXPECT_TRUE(kernel.calls->empty());
+  for (const auto& row : read_csv(r.csv).rows) {
+    EXPECT_NE(row.at("ceilings").find("measured"), std::string::npos);
+    const double t = std::stod(row.at("measured_s")), p = std::stod(row.at("predicted_s"));
+    EXPECT_NEAR(std::stod(row.at("model_error")), (p - t) / t, 1e-9);
+    EXPECT_NEAR(std::stod(row.at("measured_speedup")), 3e-5 / t, 1e-9);
+    EXPECT_EQ(row.at("measured_on"), "Test GPU");
   }
-  EXPECT_EQ(read_text_file(dir_ / "out" / "small.csv"), before);
-  RunOptions fresh = options();
-  fresh.fresh = true;
-  EXPECT_EQ(run_spec(s2, fresh, no_gpu()).ran, 8);
+  // Another GPU: measured again. Predicting only (no GPU): the measurements are kept as they are.
+  RunOptions predict = options();
+  const RunResult kept = run_spec(s, predict, no_gpu());
+  EXPECT_EQ(kept.resumed, 6);
+  for (const auto& row : read_csv(kept.csv).rows) EXPECT_FALSE(row.at("measured_s").empty());
+  kernel.calls->clear();
+  run_spec(s, o, test_gpu("Other GPU"));
+  EXPECT_EQ(kernel.calls->size(), 6u);
+  // Fewer points: refused, unless pruned.
+  std::string fewer = kMeasured;
+  fewer.replace(fewer.find("[1, 2, 4]"), 9, "[1, 2]");
+  expect_error_in(parse_spec(fewer, dir_ / "lin.yaml"), o, "holds 2 measured point(s) the spec no longer has");
+  RunOptions prune = o;
+  prune.prune = true;
+  EXPECT_EQ(run_spec(parse_spec(fewer, dir_ / "lin.yaml"), prune, test_gpu("Other GPU")).pruned, 2);
+  EXPECT_EQ(read_csv(dir_ / "out" / "lin.csv").rows.size(), 4u);
+}
+
+// Only the H100 has a measured file: `auto` across GPUs would compare a measurement with a
+// datasheet. The runner refuses it; the default (datasheet) and an explicit choice run.
+TEST_F(Runner, CeilingsAreNeverMixedSilently) {
+  const std::string spec = "scenario: model\nfixed: {model: llama-2-7b, context: 512, ceilings: auto}\n"
+                           "sweep: {hardware: [a100-sxm-80gb, h100-sxm-80gb]}\n";
+  expect_error(spec, "would mix datasheet figures with measured h100-sxm-80gb.measured.json");
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "x.csv"));
+  const std::string plain = "scenario: model\nfixed: {model: llama-2-7b, context: 512}\n"
+                            "sweep: {hardware: [a100-sxm-80gb, h100-sxm-80gb]}\n";
+  const RunResult r = run_spec(parse_spec(plain, dir_ / "x.yaml"), options(), no_gpu());
+  for (const auto& row : read_csv(r.csv).rows) EXPECT_EQ(row.at("ceilings"), "datasheet");
+  EXPECT_EQ(read_json_file(r.provenance)["ceilings"], nlohmann::json::array({"datasheet"}));
+  // --ceilings sets them on every point; a spec that sets them too is an error naming its line.
+  RunOptions o = options();
+  o.ceilings = "measured";
+  o.out_dir = dir_ / "measured";
+  const std::string h100 = "scenario: model\nfixed: {model: llama-2-7b, context: 512, hardware: h100-sxm-80gb}\n";
+  for (const auto& row : read_csv(run_spec(parse_spec(h100, dir_ / "y.yaml"), o, no_gpu()).csv).rows)
+    EXPECT_NE(row.at("ceilings").find("measured"), std::string::npos);
+  try {
+    run_spec(parse_spec(spec, dir_ / "x.yaml"), o, no_gpu());
+    ADD_FAILURE() << "--ceilings and the spec's ceilings both accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.yaml:2: the spec sets ceilings (auto) and --ceilings measured"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(Runner, BadPointIsReportedWithItsLineBeforeAnythingIsWritten) {
@@ -146,7 +285,8 @@ TEST_F(Runner, SystemScenariosWriteTheirRows) {
   const Spec serving = parse_spec(R"(
 name: serving
 scenario: serving
-fixed: {model: llama-2-7b, hardware: h100-sxm-80gb, requests: 100, rate: 20, max_len: 2048, sample_every_s: 1}
+fixed: {model: llama-2-7b, hardware: h100-sxm-80gb, requests: 100, rate: 20, max_len: 2048, trace_max_tokens: 2048,
+        sample_every_s: 1}
 sweep: {scheduler: [static, continuous], kv: [contiguous, paged]}
 )", dir_ / "serving.yaml");
   const ResultTable t = read_csv(run_spec(serving, options(), no_gpu()).csv);
@@ -221,7 +361,7 @@ namespace {
 TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
   const Scenario& s = find_scenario("attention");
   const Params p = complete_params(s, {{"hardware", "h100-sxm-80gb"}, {"ceilings", "datasheet"}, {"seq", "2048"},
-                                       {"tokens", "16384"}, {"kv_heads", "gqa-8"}, {"causal", "true"}});
+                                       {"tokens", "16384"}, {"kv_heads", "2"}, {"causal", "true"}});
   const AttentionPoint ap = evaluate_attention_point(p);
   EXPECT_EQ(ap.shape.batch, 8);
   EXPECT_EQ(ap.shape.kv_heads, 2);
@@ -229,7 +369,8 @@ TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
   EXPECT_DOUBLE_EQ(ap.cost.flops, 4.0 * 8 * 16 * 128 * (2048.0 * 2049.0 / 2));
   const auto rows = attention_rows(ap);
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(get_cell(rows[0], "attention_kind"), "GQA-8");
+  EXPECT_EQ(get_cell(rows[0], "attention_kind"), "GQA-2");  // 2 KV heads for 16 query heads
+  EXPECT_EQ(get_cell(rows[0], "kv_heads_count"), "2");
   EXPECT_EQ(get_cell(rows[0], "bound"), "compute");
   EXPECT_TRUE(get_cell(rows[0], "measured_s").empty());
   EXPECT_THROW(evaluate_attention_point(complete_params(s, {{"hardware", "h100-sxm-80gb"}, {"seq", "3000"},

@@ -94,5 +94,19 @@ TEST(Spec, RejectsStructuralMistakesWithTheirLine) {
   EXPECT_NE(error_of("- a\n- b\n").find("must be a YAML mapping"), std::string::npos);
 }
 
+// A repeated key is an error naming both lines, wherever it is (YAML parsers keep one silently).
+TEST(Spec, RepeatedKeysAreRefused) {
+  EXPECT_EQ(error_of("scenario: model\nfixed:\n  context: 512\n  context: 1024\n"),
+            "s.yaml:4: key 'context' appears twice in one mapping (first at s.yaml:3)");
+  EXPECT_NE(error_of("scenario: model\nsweep:\n  batch: [1, 2]\n  batch: [4]\n").find("key 'batch' appears twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("scenario: model\nscenario: memory\n").find("s.yaml:2: key 'scenario' appears twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("scenario: model\nplots:\n  - {kind: line, x: a, x: b}\n").find("key 'x' appears twice"),
+            std::string::npos);
+  EXPECT_NE(error_of("scenario: model\ncases:\n  - {batch: 1, batch: 2}\n").find("key 'batch' appears twice"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace inferlab

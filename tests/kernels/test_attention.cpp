@@ -170,7 +170,7 @@ TEST(AttentionGpu, FreshRandomShapes) {
     c.dtype = coin(rng) ? DType::bf16 : DType::fp16;
     c.head_dim = coin(rng) ? 128 : 64;
     c.heads = 8;
-    const int64_t ratios[] = {1, 4, 8, 2};  // MHA, GQA-4, MQA, GQA-2
+    const int64_t ratios[] = {1, 4, 8, 2};  // query heads per KV head: MHA, GQA-2, MQA, GQA-4
     c.kv_heads = c.heads / ratios[pick(rng)];
     c.batch = 1 + pick(rng) % 2;
     c.seq_k = len(rng);

@@ -25,7 +25,7 @@ with tempfile.TemporaryDirectory() as d:
     with open(model_csv, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["hardware", "phase", "batch", "op", "ai", "flops", "predicted_s", "measured_s", "peak_flops",
-                    "bandwidth", "compute_dtype", "ridge"])
+                    "bandwidth", "compute_dtype", "ridge", "ceilings"])
         for hw, peak, bw in (("a100", 312e12, 2.039e12), ("h100", 989e12, 3.35e12)):
             for phase, ai in (("decode", 1.0), ("prefill", 900.0)):
                 for b in (1, 8, 64):
@@ -33,8 +33,9 @@ with tempfile.TemporaryDirectory() as d:
                         flops = 1e12 * k
                         t = max(flops / peak, flops / (ai * k * b) / bw)
                         w.writerow([hw, phase, b, op, ai * k * b, flops, t, t * 1.2 if op != "total" else "", peak, bw,
-                                    "fp16", peak / bw])
-                w.writerow([hw, phase, 1, "rope", 0.6, 1e9, 1e-5, "", 19.5e12, bw, "fp32-vector", 19.5e12 / bw])
+                                    "fp16", peak / bw, "datasheet"])
+                w.writerow([hw, phase, 1, "rope", 0.6, 1e9, 1e-5, "", 19.5e12, bw, "fp32-vector", 19.5e12 / bw,
+                            "datasheet"])
     mem_csv = os.path.join(d, "mem.csv")
     with open(mem_csv, "w", newline="") as f:
         w = csv.writer(f)
@@ -59,7 +60,7 @@ with tempfile.TemporaryDirectory() as d:
     with open(par_csv, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["layout", "batch", "weights_bytes", "kv_cache_bytes", "capacity_bytes", "capacity_label", "fits",
-                    "step_compute_s", "step_tp_comm_s", "comm_share"])
+                    "step_ops_s", "step_tp_comm_s", "comm_share"])
         for b in (1, 32):
             for tp, pp in ((1, 1), (2, 1), (4, 1), (1, 2), (2, 2)):
                 w.writerow([f"TP{tp} x PP{pp}", b, 138e9 / (tp * pp), 1e9 * b / (tp * pp), 85.5e9, "h100 (80 GB)",
@@ -98,7 +99,7 @@ with tempfile.TemporaryDirectory() as d:
                      "series": ["scheduler", "kv"], "where": {"row": "timeline"}, "markers": False}),
         (par_csv, {"name": "bars", "kind": "stacked_bars", "x": "layout", "stack": ["weights_bytes", "kv_cache_bytes"],
                    "labels": ["weights", "KV"], "hline": "capacity_bytes", "facet": ["batch"]}),
-        (par_csv, {"name": "split", "kind": "stacked_bars", "x": "layout", "stack": ["step_compute_s", "step_tp_comm_s"],
+        (par_csv, {"name": "split", "kind": "stacked_bars", "x": "layout", "stack": ["step_ops_s", "step_tp_comm_s"],
                    "annotate": "comm_share", "ylabel": "step (ms)"}),
         (spec_csv, {"name": "heat", "kind": "heatmap", "x": "gamma", "y": "alpha", "z": "speedup",
                     "overlay": "optimal_gamma", "center": 1, "facet": ["drafter"]}),
@@ -132,8 +133,10 @@ with tempfile.TemporaryDirectory() as d:
             svg = f.read()
         # What each figure must show: predict-only rows still draw the dashed model curve, a panel
         # without values says so, a wrapped facet gives one titled panel per shape, bars are drawn.
-        expect = {"lf": ["shape=4096x4096", "shape=1024x4096", "dashed: predicted_speedup"],
-                  "lp": ["dashed: predicted_speedup"], "b": ["14336x4096"], "be": ["no values of rel_error"]}
+        # Figures over rows with a ceilings column name them.
+        expect = {"r": ["ceilings: datasheet"], "l": ["ceilings: datasheet"],
+                  "lf": ["shape=4096x4096", "shape=1024x4096", "dashed: predicted speedup"],
+                  "lp": ["dashed: predicted speedup"], "b": ["14336x4096"], "be": ["no values of rel_error"]}
         for needle in expect.get(plot["name"], []):
             if needle not in svg:
                 failures.append(f"{plot['name']}: '{needle}' not in the figure")
@@ -146,8 +149,9 @@ with tempfile.TemporaryDirectory() as d:
     for plot, needle in (({"kind": "pie"}, "unknown plot kind"),
                          ({"kind": "line", "x": "batch", "y": "nope"}, "column 'nope'"),
                          ({"kind": "line", "x": "batch", "y": "ai", "where": {"op": "none"}}, "no rows left"),
-                         ({"kind": "stacked_bars", "x": "batch"}, "needs x and stack"),
-                         ({"kind": "heatmap", "x": "batch", "y": "ai"}, "needs x, y and z"),
+                         ({"kind": "stacked_bars", "x": "batch"}, "needs 'stack'"),
+                         ({"kind": "heatmap", "x": "batch", "y": "ai"}, "needs 'z'"),
+                         ({"kind": "line", "x": "batch", "y": "ai", "serie": "op"}, "unknown field 'serie'"),
                          ({"kind": "heatmap", "x": "batch", "y": "ai", "z": "nope"}, "column 'nope'"),
                          ({"kind": "grouped_bars", "x": "batch", "y": ["ai", "flops"]}, "one y column")):
         spec = os.path.join(d, "bad.json")
@@ -157,6 +161,74 @@ with tempfile.TemporaryDirectory() as d:
                             os.path.join(d, "bad")], capture_output=True, text=True)
         if r.returncode == 0 or needle not in r.stderr:
             failures.append(f"bad input {plot} accepted or unclear: {r.returncode} {r.stderr}")
+
+    # --check: every problem of a list of entries at once, without matplotlib; nothing drawn.
+    entries = [{"name": "ok", "kind": "line", "x": "batch", "y": "ai", "_where": "s.yaml:3"},
+               {"name": "bad", "kind": "line", "x": "batch", "y": "nope", "_where": "s.yaml:4"},
+               {"name": "pie", "kind": "pie", "_where": "s.yaml:5"}]
+    spec = os.path.join(d, "entries.json")
+    with open(spec, "w") as f:
+        json.dump(entries, f)
+    r = subprocess.run([sys.executable, "-c", "import runpy, sys; sys.modules['matplotlib'] = None; "
+                        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
+                        script, "--check", "--csv", model_csv, "--plot", spec],
+                       capture_output=True, text=True)
+    if r.returncode != 2 or "s.yaml:4: plot 'bad': column 'nope'" not in r.stderr or "s.yaml:5" not in r.stderr \
+            or "s.yaml:3" in r.stderr:
+        failures.append(f"--check: {r.returncode} {r.stderr}")
+    json.dump(entries[:1], open(spec, "w"))
+    r = subprocess.run([sys.executable, script, "--check", "--csv", model_csv, "--plot", spec], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        failures.append(f"--check of a good entry: {r.returncode} {r.stderr}")
+
+    import importlib.util
+    spec_ = importlib.util.spec_from_file_location("plot_under_test", script)
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    mod.load_matplotlib()
+    with open(model_csv, newline="") as f:
+        model_rows = list(csv.DictReader(f))
+    with open(mem_csv, newline="") as f:
+        mem_rows = list(csv.DictReader(f))
+
+    # What a student reads: axis labels name the quantity and unit, legends the variable of a bare
+    # value; 16 series stay apart (colour x marker, no pale shade); facets of a memory plot share one
+    # scale; roofline labels do not overlap.
+    fig = mod.render(model_rows, {"kind": "line", "x": "batch", "y": "predicted_s", "series": ["hardware", "batch"]})
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    if "a100, batch=1" not in texts or fig.axes[0].get_ylabel() != "predicted time (ms)":
+        failures.append(f"labels: {texts} / {fig.axes[0].get_ylabel()}")
+    rows16 = [{"v": v, "l": l, "b": str(b), "x": str(x), "y": str(x * b)} for v in ("plain", "split")
+              for l in ("contiguous", "paged") for b in (1, 8, 32, 64) for x in (1, 2)]
+    styles = mod.SeriesStyles(rows16, ["v", "l", "b"])
+    picked = {(styles.style(k)["color"], styles.style(k)["marker"]) for k in styles.keys}
+    if len(picked) != 16 or len({c for c, _ in picked}) != 4:
+        failures.append(f"16 series: {len(picked)} styles, {len({c for c, _ in picked})} colours")
+    for c in mod.COLORS:
+        r, g, b = (int(c[i:i + 2], 16) / 255 for i in (1, 3, 5))
+        if 0.299 * r + 0.587 * g + 0.114 * b > 0.75:
+            failures.append(f"colour {c} is too pale to see on white")
+    fig = mod.render(mem_rows, {"kind": "memory", "x": "batch", "facet": "hardware"})
+    if len({ax.get_ylim() for ax in fig.axes if ax.get_visible()}) != 1:
+        failures.append("memory panels on different scales")
+    fig = mod.render(model_rows, {"kind": "roofline", "facet": ["hardware"], "annotate": "op"})
+    fig.canvas.draw()
+    r_ = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = [mod.text_box(t, r_) for t in ax.texts if t.get_text() and t.get_visible()]
+        if any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:]):
+            failures.append("roofline labels overlap")
+            break
+
+    # Ctrl-C while drawing: exit 130, no traceback.
+
+    def interrupted(rows, plot):
+        raise KeyboardInterrupt
+    mod.KINDS["line"] = interrupted
+    json.dump({"kind": "line", "x": "batch", "y": "ai"}, open(spec, "w"))
+    if mod.main(["--csv", model_csv, "--plot", spec, "--out", os.path.join(d, "int")]) != 130:
+        failures.append("an interrupted drawing does not exit 130")
 
 if failures:
     print("\n".join(failures))

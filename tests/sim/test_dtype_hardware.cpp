@@ -1,10 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include "inferlab/sim/dtype.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
+#include "inferlab/sim/io.h"
+#include "inferlab/sim/paths.h"
 
 #include <filesystem>
+
+#include "error_of.h"
 
 namespace inferlab {
 namespace {
@@ -123,11 +129,12 @@ TEST(Hardware, MeasuredCeilingsOverlayTheDatasheet) {
   EXPECT_THROW(apply_measured(h, nlohmann::json::object(), "x.json"), Error);
 }
 
-TEST(Hardware, ShippedMeasuredFilesAreUsedAutomatically) {
+TEST(Hardware, ShippedMeasuredFilesAreUsedWhenAsked) {
   for (const auto& id : known_hardware()) {
     SCOPED_TRACE(id);
     const bool has = std::filesystem::exists(measured_ceilings_path(id));
-    const Hardware h = load_hardware(id);
+    EXPECT_EQ(load_hardware(id).ceilings_source, "datasheet");  // the default, for every GPU
+    const Hardware h = load_hardware(id, CeilingsMode::automatic);
     EXPECT_EQ(h.ceilings_source != "datasheet", has);
     if (has) {
       const Hardware d = load_hardware(id, CeilingsMode::datasheet);
@@ -140,6 +147,53 @@ TEST(Hardware, ShippedMeasuredFilesAreUsedAutomatically) {
       EXPECT_THROW(load_hardware(id, CeilingsMode::measured), Error);
     }
   }
+}
+
+// By default every GPU is described by its datasheet: the H200 and the H100 have the same GH100
+// compute, so a compute-bound prefill takes the same time on both, and the H200's larger
+// bandwidth shows only where the bytes dominate. (With the H100's measured ceilings and the H200's
+// datasheet, the H200 would come out 29% faster on the same compute.)
+TEST(Hardware, DefaultCeilingsCompareGpusOnTheSameFooting) {
+  const Hardware h100 = load_hardware("h100-sxm-80gb"), h200 = load_hardware("h200-sxm");
+  EXPECT_EQ(h100.matmul_peak(DType::bf16), h200.matmul_peak(DType::bf16));
+  EXPECT_LT(h100.memory_bandwidth, h200.memory_bandwidth);
+  const Hardware measured = load_hardware("h100-sxm-80gb", "measured");
+  EXPECT_NEAR(h200.matmul_peak(DType::bf16) / measured.matmul_peak(DType::bf16), 1.25, 0.05);
+  EXPECT_DOUBLE_EQ(load_hardware("h100-sxm-80gb", "auto").matmul_peak(DType::bf16), measured.matmul_peak(DType::bf16));
+  EXPECT_EQ(load_hardware("h200-sxm", "auto").ceilings_source, "datasheet");  // no measured file: auto keeps the sheet
+  EXPECT_NE(error_of([] { load_hardware("h100-sxm-80gb", "guessed"); }).find("unknown ceilings 'guessed'"),
+            std::string::npos);
+}
+
+// A user's own hardware file that keeps a shipped GPU's id keeps its own figures: the measured file
+// is looked up beside the file that was loaded, never by id.
+TEST(Hardware, AUsersHardwareFileIsNeverOverriddenByAShippedMeasurement) {
+  const auto dir = std::filesystem::temp_directory_path() / ("inferlab_hw_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto j = read_json_file(data_dir() / "hardware" / "h100-sxm-80gb.json");
+  j["memory"]["bandwidth_gb_s"] = 4000;
+  j["launch_overhead_us"] = 1.0;
+  write_file_atomic(dir / "my-h100.json", j.dump());
+  const std::string mine = (dir / "my-h100.json").string();
+  for (const char* mode : {"datasheet", "auto"}) {
+    const Hardware h = load_hardware(mine, mode);
+    EXPECT_EQ(h.id, "h100-sxm-80gb");
+    EXPECT_DOUBLE_EQ(h.memory_bandwidth, 4000e9) << mode;
+    EXPECT_DOUBLE_EQ(h.launch_overhead_s, 1e-6) << mode;
+    EXPECT_EQ(h.ceilings_source, "datasheet");
+  }
+  EXPECT_NE(error_of([&] { load_hardware(mine, "measured"); }).find("my-h100.measured.json"), std::string::npos);
+  // Its own measured file, beside it, or the shipped one given by path, are used when asked for.
+  auto m = read_json_file(measured_ceilings_path("h100-sxm-80gb"));
+  m["ceilings"]["memory_bandwidth_gb_s"] = 3500;
+  write_file_atomic(dir / "my-h100.measured.json", m.dump());
+  EXPECT_DOUBLE_EQ(load_hardware(mine, "measured").memory_bandwidth, 3500e9);
+  EXPECT_NEAR(load_hardware(mine, measured_ceilings_path("h100-sxm-80gb").string()).memory_bandwidth, 2980e9, 1e9);
+  // A measured file of another GPU is refused.
+  EXPECT_NE(error_of([&] { load_hardware("h200-sxm", (dir / "my-h100.measured.json").string()); })
+                .find("not of h200-sxm"),
+            std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Hardware, DeviceNamesMapToHardware) {

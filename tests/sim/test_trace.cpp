@@ -31,6 +31,29 @@ TEST(Trace, GeneratedTraceRoundTripsThroughCsv) {
   }
 }
 
+// max_tokens 0: the lognormal tail is kept (a server then rejects what is too long); a bound clips
+// only the requests past it, from the same draws.
+TEST(Trace, GeneratedLengthsAreClippedOnlyWhenAsked) {
+  TraceSpec s;
+  s.requests = 3000;
+  s.max_tokens = 0;
+  const auto free = generate_trace(s);
+  s.max_tokens = 2048;
+  const auto clipped = generate_trace(s);
+  int longer = 0;
+  for (std::size_t i = 0; i < free.size(); ++i) {
+    EXPECT_LE(clipped[i].prompt + clipped[i].output, 2048);
+    if (free[i].prompt + free[i].output > 2048)
+      ++longer;
+    else
+      EXPECT_EQ(free[i].prompt + free[i].output, clipped[i].prompt + clipped[i].output);
+    EXPECT_EQ(free[i].arrival, clipped[i].arrival);
+  }
+  EXPECT_GT(longer, 0);
+  s.max_tokens = -1;
+  EXPECT_THROW(generate_trace(s), Error);
+}
+
 TEST(Trace, ColumnsByNameInAnyOrderExtraColumnsIgnored) {
   const auto t = parse_trace_csv("user,output_tokens,arrival_s,prompt_tokens\nx,5,0.5,12\ny,7,0.5,3\n", "t.csv");
   ASSERT_EQ(t.size(), 2u);

@@ -7,13 +7,27 @@
 
 #include <nlohmann/json.hpp>
 
+#include "inferlab/sim/error.h"
+
 namespace inferlab {
 
 // A python3 that imports matplotlib: $INFERLAB_PYTHON, the one found at configure time, python3,
 // /usr/bin/python3. Throws inferlab::Error naming the package to install when none has it.
 std::string plot_python();
 
-// Draws one plot; returns the PNG path. Throws inferlab::Error with the script's output on failure.
+// Checks a spec's plot entries against the rows a run is about to write (csv_text: the results as
+// they will be written), with plots/plot.py --check: a known kind, its fields, the columns it names,
+// rows left after its filters. Throws inferlab::Error listing every problem with the spec line.
+// Needs only python3 (not matplotlib); without any python3 there is nothing to check with.
+void check_plots(const std::string& csv_text, const std::vector<nlohmann::json>& plots);
+
+// The drawing was interrupted (Ctrl-C reached plot.py): the results are complete, the figures not.
+struct PlotsInterrupted : Error {
+  using Error::Error;
+};
+
+// Draws one plot; returns the PNG path. Throws inferlab::Error with the script's output on failure,
+// PlotsInterrupted when plot.py was interrupted.
 std::filesystem::path draw_plot(const std::filesystem::path& csv, const nlohmann::json& plot,
                                 const std::filesystem::path& out_base);
 

@@ -9,7 +9,9 @@
 
 namespace inferlab {
 
-std::string git_commit();        // HEAD of the project tree, "+dirty" when it has local changes; build-time fallback
+// HEAD of the project tree, "+dirty" when it has local changes (outside data/results/, which runs
+// write); the build's commit "(built from)" where the tree is not a git checkout.
+std::string git_commit();
 std::string utc_now_iso8601();   // "2026-11-22T07:31:05Z"
 std::string host_name();
 std::string fnv1a_hex(const std::string& text);  // 16 hex digits, to recognise an unchanged spec

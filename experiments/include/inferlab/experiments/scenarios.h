@@ -54,6 +54,7 @@ struct Scenario {
   // measure fills the measured columns of the point's predicted rows.
   std::function<void(const Params&)> preflight;
   std::function<void(const Params&, std::vector<Row>&)> measure;
+  bool kernels = false;  // a kernel measures it in a build with CUDA (whether or not this one has it)
 };
 
 const std::vector<Scenario>& scenarios();
@@ -84,6 +85,8 @@ struct MemoryPoint {
   MemoryOptions options;
   MemoryBreakdown breakdown;
   int64_t max_batch = 0, max_context = 0;
+  int64_t max_positions = 0;          // the context limit of the point (param_max_positions)
+  std::string max_context_limit;      // what bounds max_context: "memory", "max positions" or "search cap"
   KvReservation contiguous, paged;
 };
 MemoryPoint evaluate_memory_point(const Params& p);
@@ -146,6 +149,13 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s);
 // speculative (src/speculative_scenario.cpp).
 std::vector<Row> speculative_rows(const Params& p);
 
+// Measured columns. The raw ones are what a kernel measurement gives (its times, its kernels, the
+// baseline's time, the output's error) and the GPU and commit it was measured on; they are what a
+// run keeps from an earlier one. The derived ones (measured FLOP/s and GB/s, model error, speedup)
+// come from the raw ones and the row's own cost and prediction, and are computed again with them.
+const std::vector<std::string>& raw_measured_columns();
+void derive_measured(Row& row);
+
 // A row of one operator: its cost, its roofline prediction, and empty measured columns.
 Row op_row(const Op& op, const Prediction& pr, double step_time_s);
 // Sets (or adds) a column of a row.
@@ -158,5 +168,11 @@ double param_double(const Params& p, const std::string& name);
 bool param_bool(const Params& p, const std::string& name);
 Precision param_precision(const Params& p, const ModelConfig& m);  // dtype / weight_dtype / act_dtype / kv_dtype
 std::optional<WeightFormat> param_weight_format(const Params& p);  // weight_format: none (absent) or a format
+// The longest context a point may use: the model's max_position_embeddings ('model', the default),
+// or the number a point's max_positions gives (to compute past what the model was trained for);
+// 0: the config states none. check_context throws inferlab::Error when `tokens` exceed it, so that
+// model, memory, serving and speculative agree on what a model can hold.
+int64_t param_max_positions(const Params& p, const ModelConfig& m);
+void check_context(const Params& p, const ModelConfig& m, int64_t tokens, const std::string& what);
 
 }  // namespace inferlab

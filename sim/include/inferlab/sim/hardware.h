@@ -64,7 +64,8 @@ struct Hardware {
   double launch_overhead_s = 0; // per kernel launch, added to every op's roofline time
   PipeCeilings pipes;           // per-pipe ceilings, latencies and floors of the refined model
   std::vector<std::string> device_names;  // CUDA device names of this GPU
-  std::string ceilings_source = "datasheet";  // or "measured <file> (<date>)"
+  std::string ceilings_source = "datasheet";  // or "measured <file> (<date>)": shown beside every number
+  std::string ceilings_file;    // the measured-ceilings file overlaid; empty: datasheet figures
   std::string origin;           // the file it was loaded from
   nlohmann::json sources;       // where each figure comes from
 
@@ -79,21 +80,37 @@ struct Hardware {
   double ridge(DType t) const { return matmul_peak(t) / memory_bandwidth; }
 };
 
-// Which ceilings a prediction uses. `measured` overlays data/hardware/<id>.measured.json (written
-// by `inferlab ceilings` on that GPU: copy bandwidth, tensor-core and FP32 peaks, launch overhead);
-// `automatic` does so when the file exists and keeps the datasheet otherwise.
+// Which ceilings a prediction uses:
+//   datasheet  the hardware file's figures. The default: every GPU is described the same way, so a
+//              comparison across GPUs compares the GPUs (only the H100 has a measured file; mixing
+//              would make an H200 prefill 29% faster than an H100's on the same GH100 compute).
+//   measured   overlays the measured-ceilings file beside the hardware file, <stem>.measured.json
+//              (written by `inferlab ceilings` on that GPU: copy bandwidth, tensor-core and FP32
+//              peaks, launch overhead); an error when there is none. The file is looked up beside
+//              the hardware file that was loaded, never by id: a user's own hardware file keeps
+//              its own figures even when it copies a shipped GPU's id.
+//   auto       measured where that file exists, datasheet elsewhere (`run` refuses a spec whose
+//              points would mix the two).
+//   a path     overlays that measured-ceilings file, whose id must be the hardware's.
 enum class CeilingsMode { automatic, datasheet, measured };
 CeilingsMode parse_ceilings_mode(const std::string& s);
+// The values `ceilings` takes, for help texts.
+inline constexpr const char kCeilingsHelp[] = "datasheet (default), measured, auto, or the path of a measured-ceilings file";
 
 Hardware hardware_from_json(const nlohmann::json& j, const std::string& origin);
 // Overlays a measured-ceilings file on a datasheet description.
 void apply_measured(Hardware& h, const nlohmann::json& measured, const std::string& origin);
 // By id (case-insensitive, a file stem under data/hardware) or by path to a .json file. An unknown
 // name throws inferlab::Error listing the known ids; `measured` without a measured file throws too.
-Hardware load_hardware(const std::string& name_or_path, CeilingsMode mode = CeilingsMode::automatic);
+Hardware load_hardware(const std::string& name_or_path, CeilingsMode mode = CeilingsMode::datasheet);
+// The same with the ceilings named as a spec or the CLI name them: datasheet, measured, auto or a path.
+Hardware load_hardware(const std::string& name_or_path, const std::string& ceilings);
 std::vector<std::string> known_hardware();
 // The hardware id whose "device_names" lists this CUDA device name ("NVIDIA H100 80GB HBM3"), or "".
 std::string hardware_for_device(const std::string& device_name);
+// Where `inferlab ceilings` files the measurement of a shipped GPU: data/hardware/<id>.measured.json.
 std::filesystem::path measured_ceilings_path(const std::string& id);
+// The measured-ceilings file that belongs to a hardware file: <its folder>/<its stem>.measured.json.
+std::filesystem::path measured_ceilings_beside(const std::filesystem::path& hardware_file);
 
 }  // namespace inferlab

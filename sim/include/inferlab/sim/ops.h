@@ -12,9 +12,21 @@
 // forward pass (see Batch below). Per layer, unfused, in launch order:
 //   attn_norm, qkv_proj, rope, kv_cache_write, attention, o_proj, attn_residual,
 //   ffn_norm, gate_up_proj (up_proj for two-matrix MLPs), act, down_proj, ffn_residual
-// (MoE adds router, and the MLP ops cover the experts the tokens reach), and once per step:
-//   embedding (before the layers), final_norm and lm_head (logits for each sequence's last token
-//   only, as serving engines compute them).
+// and once per step: embedding (before the layers), final_norm and lm_head (logits for each
+// sequence's last token only, as serving engines compute them). Layers that differ get an op each
+// kind (count = the layers of that kind):
+//   - sliding window: `attention` (global layers) and `attention_window` when a model mixes both
+//     (Gemma-2); Mistral, windowed everywhere, has one `attention`;
+//   - MoE layers add `router`, their MLP ops (variant moe) cover the experts the tokens reach, and a
+//     shared expert adds shared_gate_up_proj, shared_act, shared_down_proj (, shared_gate); a model
+//     with dense and MoE layers (DeepSeek's first layers) has the dense MLP ops beside them;
+//   - Gemma-2 adds attn_post_norm and ffn_post_norm (norms after attention and MLP);
+//   - multi-head latent attention (DeepSeek-V2/V3, sim/src/mla.cpp) replaces qkv_proj by q_a_proj,
+//     q_a_norm, q_b_proj (or q_proj), kv_a_proj, kv_a_norm; rope and kv_cache_write act on the
+//     latent; its `attention` op (variant mla-absorbed / mla-expanded) includes the latent's
+//     up-projections (W_UK/W_UV absorbed into the query and output, or kv_b_proj rebuilding K and V).
+// Not counted: the tanh of logit soft-capping (Gemma-2) and the softmax's exponentials, which run
+// on the special-function units the roofline does not model.
 //
 // Attention variants differ in bytes (and, under a causal mask, in FLOPs):
 //   flash: Q read once, K and V read once (past tokens from the KV cache in the KV dtype, new tokens
@@ -154,7 +166,10 @@ struct Batch {
 // Throws inferlab::Error on an empty batch or non-positive sizes. step_ops(m, s, o) is
 // batch_ops(m, Batch::of(s), o).
 std::vector<Op> batch_ops(const ModelConfig& model, const Batch& batch, const OpOptions& options);
-// The attention op of batch_ops alone (count = layers): what varies from one iteration to the next.
+// The attention ops of batch_ops alone (one per kind of layer, see above): what varies from one
+// iteration to the next.
+std::vector<Op> batch_attention_ops(const ModelConfig& model, const Batch& batch, const OpOptions& options);
+// The one attention op of a model whose layers all attend alike (throws inferlab::Error otherwise).
 Op batch_attention_op(const ModelConfig& model, const Batch& batch, const OpOptions& options);
 
 // Medusa-1 draft heads (Cai et al. 2024) on `rows` hidden states (one per sequence): each head is a
