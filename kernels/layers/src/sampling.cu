@@ -21,8 +21,8 @@
 //   top-p only: the values with w >= (1 - p) * Zlow / n, Zlow = sum of the per-thread maxima's w <= Z: the values
 //             below it weigh less than (1 - p) * Z together, so top-p drops them all; their mass is kept as `below`.
 // gathered by each warp into its own segment in element order (deterministic; read segment after segment). A list
-// longer than a segment holds sends the row to the slow path: the same selects and draw over the whole row.
-// Block: 512 threads, ~172 KB of shared memory (the candidate list, the per-warp histograms, the tile sums),
+// longer than a segment (896) holds sends the row to the slow path: the same selects and draw over the whole row.
+// Block: 512 threads, ~153 KB of shared memory (fits the A100's 164 KB too) (the candidate list, the per-warp histograms, the tile sums),
 // 102 registers, so one block per SM; every pass over a row keeps 4 float4 loads in flight a thread.
 #include <algorithm>
 #include <atomic>
@@ -43,7 +43,7 @@ constexpr int kThreads = 512, kWarps = kThreads / 32;
 constexpr int kTile = kThreads * 4;  // elements a block reads per step: 4 consecutive per thread
 constexpr int kMaxTiles = 1024;      // vocab <= kTile * kMaxTiles = 2^21
 constexpr int64_t kMaxVocab = int64_t(kTile) * kMaxTiles;
-constexpr int kCandPerWarp = 1024, kCandidates = kWarps * kCandPerWarp;
+constexpr int kCandPerWarp = 896, kCandidates = kWarps * kCandPerWarp;
 constexpr int64_t kGreedyChunkMin = 4096;  // elements a greedy block reads at least
 constexpr unsigned long long kOne = 1ull << 40;  // weight 1.0 in fixed point
 constexpr float kLog2e = 1.4426950408889634f;
@@ -631,6 +631,11 @@ void sample(const SampleParams& p, cudaStream_t stream) {
   const std::size_t smem = sizeof(SampleSmem);
   static std::atomic<uint64_t> configured{0};  // devices whose kernel attribute is set
   if (device >= 64 || !(configured.load() & (uint64_t(1) << device))) {
+    int optin = 0;
+    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (std::size_t(optin) < smem)
+      throw Error("sample: needs " + std::to_string(smem) + " bytes of shared memory a block, the device allows " +
+                  std::to_string(optin));
     INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     if (device < 64) configured.fetch_or(uint64_t(1) << device);
   }
