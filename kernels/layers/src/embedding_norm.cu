@@ -11,12 +11,7 @@
 namespace inferlab {
 namespace {
 
-using layers::aligned16;
-using layers::load_pack;
-using layers::Pack;
-using layers::store_pack;
-using layers::to_f;
-using layers::from_f;
+using namespace layers;  // the shared device helpers (layers_common.cuh)
 
 template <class T, int VEC>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table, T* __restrict__ out,
@@ -91,7 +86,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_kernel(const NormArgs a) {
       if (c < packs) store_pack<T, VEC>(res + c * VEC, x[k]);
     }
   }
-  ss = layers::block_sum(ss, scratch);
+  ss = block_sum(ss, scratch);
   const float r = 1.f / sqrtf(ss / float(hidden) + a.eps);
   const T* w = static_cast<const T*>(a.weight);
 #pragma unroll
@@ -102,7 +97,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_kernel(const NormArgs a) {
       Pack<T, VEC> o;
 #pragma unroll
       for (int e = 0; e < VEC; ++e)
-        o.v[e] = from_f<T>(to_f(wk.v[e]) * layers::round_to<T>(to_f(x[k].v[e]) * r));
+        o.v[e] = from_f<T>(to_f(wk.v[e]) * round_to<T>(to_f(x[k].v[e]) * r));
       store_pack<T, VEC>(out + c * VEC, o);
     }
   }
@@ -138,11 +133,11 @@ void embedding(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.tokens < 0 || p.hidden <= 0 || p.vocab <= 0)
     throw Error("embedding: tokens must be >= 0 and hidden, vocab positive (got " + std::to_string(p.tokens) + ", " +
                 std::to_string(p.hidden) + ", " + std::to_string(p.vocab) + ")");
-  layers::dispatch_dtype(p.dtype, "embedding", [](auto) {});
+  dispatch_dtype(p.dtype, "embedding", [](auto) {});
   if (p.tokens == 0) return;
   if (!p.ids || !p.table || !p.out) throw Error("embedding: ids, table and out must be given");
   NvtxRange range("embedding");
-  layers::dispatch_dtype(p.dtype, "embedding", [&](auto tag) {
+  dispatch_dtype(p.dtype, "embedding", [&](auto tag) {
     using T = decltype(tag);
     const bool vec = p.hidden % 8 == 0 && aligned16(p.table) && aligned16(p.out);
     const int64_t packs = vec ? p.hidden / 8 : p.hidden;
@@ -166,7 +161,7 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
     throw Error("rmsnorm: hidden " + std::to_string(p.hidden) + " is beyond the supported " +
                 std::to_string(kNormMaxHidden) + " (" + std::to_string(kNormMaxHidden / 2) + " when hidden % 8 != 0)");
   if (!(p.eps >= 0)) throw Error("rmsnorm: eps must be >= 0, got " + std::to_string(p.eps));
-  layers::dispatch_dtype(p.dtype, "rmsnorm", [](auto) {});
+  dispatch_dtype(p.dtype, "rmsnorm", [](auto) {});
   if (p.rows > 0x7fffffff) throw Error("rmsnorm: more than 2^31 - 1 rows");
   if (p.rows == 0) return;
   if (!p.residual || !p.weight || !p.out) throw Error("rmsnorm: residual, weight and out must be given");
@@ -176,7 +171,7 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   const NormArgs args{p.hidden, p.eps, p.residual, p.add, p.weight, p.out, p.row_index, p.source_rows};
   const bool vec = vec_shape && aligned16(p.residual) && aligned16(p.weight) && aligned16(p.out) &&
                    (!p.add || aligned16(p.add));
-  layers::dispatch_dtype(p.dtype, "rmsnorm", [&](auto tag) {
+  dispatch_dtype(p.dtype, "rmsnorm", [&](auto tag) {
     using T = decltype(tag);
     if (vec)
       launch_rmsnorm<T, 8>(p, args, stream);

@@ -15,11 +15,7 @@
 namespace inferlab {
 namespace {
 
-using layers::from_f;
-using layers::load_pack;
-using layers::Pack;
-using layers::store_pack;
-using layers::to_f;
+using namespace layers;  // the shared device helpers (layers_common.cuh)
 
 constexpr int kRopeMaxHeadDim = 256;
 
@@ -43,7 +39,7 @@ __device__ __forceinline__ void load_input(const T* x, const T* bias, float (&f)
   if (bias) {
     const Pack<T, VEC> b = load_pack<T, VEC>(bias);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) f[e] = layers::round_to<T>(to_f(v.v[e]) + to_f(b.v[e]));
+    for (int e = 0; e < VEC; ++e) f[e] = round_to<T>(to_f(v.v[e]) + to_f(b.v[e]));
   } else {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) f[e] = to_f(v.v[e]);
@@ -112,7 +108,7 @@ void rope(const RopeParams& p, cudaStream_t stream) {
     throw Error("rope: head_dim must be even and at most " + std::to_string(kRopeMaxHeadDim) + ", got " +
                 std::to_string(p.head_dim));
   if (p.heads + 2 * p.kv_heads > (int64_t(1) << 20)) throw Error("rope: too many heads");
-  layers::dispatch_dtype(p.dtype, "rope", [](auto) {});
+  dispatch_dtype(p.dtype, "rope", [](auto) {});
   const KvCacheView& c = p.cache;
   if (c.dtype != p.dtype)
     throw Error("rope: the KV cache holds " + dtype_name(c.dtype) + " but the activations are " + dtype_name(p.dtype));
@@ -130,9 +126,9 @@ void rope(const RopeParams& p, cudaStream_t stream) {
   NvtxRange range("rope");
   const RopeArgs args{p.qkv,   p.bias,   p.positions, p.inv_freq,      p.q_out,         c.k,
                       c.v,     p.slots,  pool_rows,   int(p.heads),    int(p.kv_heads), int(p.head_dim)};
-  const bool vec = p.head_dim % 16 == 0 && layers::aligned16(p.qkv) && layers::aligned16(p.q_out) &&
-                   layers::aligned16(c.k) && layers::aligned16(c.v) && (!p.bias || layers::aligned16(p.bias));
-  layers::dispatch_dtype(p.dtype, "rope", [&](auto tag) {
+  const bool vec = p.head_dim % 16 == 0 && aligned16(p.qkv) && aligned16(p.q_out) &&
+                   aligned16(c.k) && aligned16(c.v) && (!p.bias || aligned16(p.bias));
+  dispatch_dtype(p.dtype, "rope", [&](auto tag) {
     using T = decltype(tag);
     const int VEC = vec ? 8 : 1;
     const int64_t items = (p.heads + p.kv_heads) * (p.head_dim / 2 / VEC) + p.kv_heads * (p.head_dim / VEC);

@@ -20,8 +20,10 @@
 //             value of the top-k set does);
 //   top-p only: the values with w >= (1 - p) * Zlow / n, Zlow = sum of the per-thread maxima's w <= Z: the values
 //             below it weigh less than (1 - p) * Z together, so top-p drops them all; their mass is kept as `below`.
-// gathered by each warp into its own segment in element order (deterministic), then packed. A list longer than
-// the shared memory holds sends the row to the slow path: the same selects and draw over the whole row.
+// gathered by each warp into its own segment in element order (deterministic; read segment after segment). A list
+// longer than a segment (896) holds sends the row to the slow path: the same selects and draw over the whole row.
+// Block: 512 threads, ~153 KB of shared memory (fits the A100's 164 KB too) (the candidate list, the per-warp histograms, the tile sums),
+// 102 registers, so one block per SM; every pass over a row keeps 4 float4 loads in flight a thread.
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
@@ -31,8 +33,8 @@
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/nvtx.h"
 #include "inferlab/kernels/layers/layers.h"
-#include "layers_common.cuh"
 #include "inferlab/kernels/layers/philox.h"
+#include "layers_common.cuh"
 
 namespace inferlab {
 namespace {
@@ -41,7 +43,7 @@ constexpr int kThreads = 512, kWarps = kThreads / 32;
 constexpr int kTile = kThreads * 4;  // elements a block reads per step: 4 consecutive per thread
 constexpr int kMaxTiles = 1024;      // vocab <= kTile * kMaxTiles = 2^21
 constexpr int64_t kMaxVocab = int64_t(kTile) * kMaxTiles;
-constexpr int kCandPerWarp = 512, kCandidates = kWarps * kCandPerWarp;
+constexpr int kCandPerWarp = 896, kCandidates = kWarps * kCandPerWarp;
 constexpr int64_t kGreedyChunkMin = 4096;  // elements a greedy block reads at least
 constexpr unsigned long long kOne = 1ull << 40;  // weight 1.0 in fixed point
 constexpr float kLog2e = 1.4426950408889634f;
@@ -78,6 +80,7 @@ struct SampleSmem {
   int red_i[32];
   u64 red_u[32];
   int warp_count[kWarps];
+  int seg_start[kWarps + 1];
   unsigned sel_bin;
   int sel_tile, sel_token;
   u64 sel_above, sel_target;
@@ -177,29 +180,47 @@ struct RowSource {
     for (int j = 0; j < 4; ++j) idx[j] = e0 + j;
   }
 };
+// A list in shared memory: plain (seg == nullptr), or the candidates: 16 per-warp segments of kCandPerWarp
+// slots, element e in segment w at slot e - seg[w] (seg: 17 prefix counts), read in segment order.
 struct ListSource {
   const float* val;
   const int32_t* idx;
   int n;
+  const int* seg;
   __device__ void load(int e0, float (&v)[4], int (&id)[4]) const {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int e = e0 + j;
-      v[j] = e < n ? val[e] : NAN;
-      id[j] = e < n ? idx[e] : -1;
+      int at = e;
+      if (seg && e < n) {
+        int w = 0;
+#pragma unroll
+        for (int step = kWarps / 2; step > 0; step >>= 1)
+          if (seg[w + step] <= e) w += step;
+        at = w * kCandPerWarp + e - seg[w];
+      }
+      v[j] = e < n ? val[at] : NAN;
+      id[j] = e < n ? idx[at] : -1;
     }
   }
 };
+
 // f(tile, v, idx) for every tile of kTile elements, thread t holding elements tile * kTile + 4t .. + 3 (NaN past
-// the end). The loop count is the same for every thread, so f may use warp collectives.
+// the end). The loads of kUnroll tiles are issued before any is used (one block streams a whole row: it needs
+// several 16-byte loads in flight a thread). Every thread runs the same iterations, so f may use warp collectives.
+constexpr int kUnroll = 4;
 template <class Src, class F>
 __device__ void for_tiles(const Src& s, F&& f) {
   const int tiles = (s.n + kTile - 1) / kTile;
-  for (int t = 0; t < tiles; ++t) {
-    float v[4];
-    int idx[4];
-    s.load(t * kTile + int(threadIdx.x) * 4, v, idx);
-    f(t, v, idx);
+  for (int t0 = 0; t0 < tiles; t0 += kUnroll) {
+    float v[kUnroll][4];
+    int idx[kUnroll][4];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (t0 + u < tiles) s.load((t0 + u) * kTile + int(threadIdx.x) * 4, v[u], idx[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (t0 + u < tiles) f(t0 + u, v[u], idx[u]);
   }
 }
 
@@ -355,7 +376,8 @@ __device__ int draw(const Src& s, uint32_t floor_key, const Weights& W, u64 r, S
   return sm.sel_token;
 }
 
-// The candidates of the fast path (see the top of the file), packed into sm.cand_val / cand_idx in a fixed order.
+// The candidates of the fast path (see the top of the file): each warp's in its segment of sm.cand_val / cand_idx,
+// in element order, with the segments' starts in sm.seg_start.
 // k-mode (cut == 0): drawable values with key >= floor_key; p-mode: drawable values with w >= cut, the weight of
 // the others added into *below. Returns their count, or -1 when a warp's segment overflowed.
 __device__ int collect(const RowSource& g, uint32_t floor_key, u64 cut, const Weights& W, SampleSmem& sm, u64* below) {
@@ -400,36 +422,22 @@ __device__ int collect(const RowSource& g, uint32_t floor_key, u64 cut, const We
   });
   if (lane == 0) sm.warp_count[warp] = count;
   *below = block_reduce(low, Add{}, sm.red_u);  // synchronizes: warp_count is visible after it
-  int start = 0, total = 0;
+  if (threadIdx.x == 0) {
+    int at = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      sm.seg_start[w] = at;
+      at += sm.warp_count[w];
+    }
+    sm.seg_start[kWarps] = at;
+  }
+  __syncthreads();
+  int total = 0;
   bool overflow = false;
   for (int w = 0; w < kWarps; ++w) {
-    if (w < warp) start += sm.warp_count[w];
     total += sm.warp_count[w];
     overflow |= sm.warp_count[w] > kCandPerWarp;
   }
-  if (overflow) return -1;
-  constexpr int kPerLane = kCandPerWarp / 32;
-  float rv[kPerLane];
-  int32_t ri[kPerLane];
-#pragma unroll
-  for (int q = 0; q < kPerLane; ++q) {
-    const int p = lane + 32 * q;
-    if (p < count) {
-      rv[q] = seg_v[p];
-      ri[q] = seg_i[p];
-    }
-  }
-  __syncthreads();
-#pragma unroll
-  for (int q = 0; q < kPerLane; ++q) {
-    const int p = lane + 32 * q;
-    if (p < count) {
-      sm.cand_val[start + p] = rv[q];
-      sm.cand_idx[start + p] = ri[q];
-    }
-  }
-  __syncthreads();
-  return total;
+  return overflow ? -1 : total;
 }
 
 // The thresholds and the draw over a source (the row, or the candidates with `below` = the weight left out).
@@ -485,7 +493,7 @@ __device__ void sample_row(const SampleArgs& a, int64_t r, float temperature, Sa
       const int maxima = block_reduce(int(drawable(tmax)), Add{}, sm.red_i);
       sm.cand_val[threadIdx.x] = tmax;
       __syncthreads();
-      if (k <= maxima) floor_key = select_key<false>(ListSource{sm.cand_val, sm.cand_idx, kThreads}, 1, u64(k), W, sm);
+      if (k <= maxima) floor_key = select_key<false>(ListSource{sm.cand_val, sm.cand_idx, kThreads, nullptr}, 1, u64(k), W, sm);
       __syncthreads();
     } else {
       const u64 zlow = block_reduce(drawable(tmax) ? W(tmax) : 0ull, Add{}, sm.red_u);
@@ -497,7 +505,7 @@ __device__ void sample_row(const SampleArgs& a, int64_t r, float temperature, Sa
       const int c = collect(g, floor_key, cut, W, sm, &below);
       if (c >= 0) {
         fast = true;
-        token = thresholds_and_draw(ListSource{sm.cand_val, sm.cand_idx, c}, k_on, k, p_on, p, below, W, rnd, sm);
+        token = thresholds_and_draw(ListSource{sm.cand_val, sm.cand_idx, c, sm.seg_start}, k_on, k, p_on, p, below, W, rnd, sm);
       }
     }
   }
@@ -510,13 +518,23 @@ __device__ void greedy_piece(const SampleArgs& a, int64_t r, int c, SampleSmem& 
   const int lo = c * a.chunk_len, hi = min(a.vocab, lo + a.chunk_len);
   float best = -INFINITY;
   int best_i = INT_MAX;
-  if (a.vec4) {
-    for (int e = lo + int(threadIdx.x) * 4; e < hi; e += kThreads * 4) {
-      const float4 q = __ldg(reinterpret_cast<const float4*>(row + e));
-      consider(q.x, e, best, best_i);
-      consider(q.y, e + 1, best, best_i);
-      consider(q.z, e + 2, best, best_i);
-      consider(q.w, e + 3, best, best_i);
+  if (a.vec4) {  // kUnroll float4 loads in flight a thread
+    constexpr int kStep = kThreads * 4;
+    for (int e0 = lo + int(threadIdx.x) * 4; e0 < hi; e0 += kUnroll * kStep) {
+      float4 q[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (e0 + u * kStep < hi) q[u] = __ldg(reinterpret_cast<const float4*>(row + e0 + u * kStep));
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int e = e0 + u * kStep;
+        if (e < hi) {
+          consider(q[u].x, e, best, best_i);
+          consider(q[u].y, e + 1, best, best_i);
+          consider(q[u].z, e + 2, best, best_i);
+          consider(q[u].w, e + 3, best, best_i);
+        }
+      }
     }
   } else {
     for (int e = lo + int(threadIdx.x); e < hi; e += kThreads) consider(row[e], e, best, best_i);
@@ -547,7 +565,7 @@ __device__ void greedy_piece(const SampleArgs& a, int64_t r, int c, SampleSmem& 
   }
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(const SampleArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) sample_kernel(const SampleArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   SampleSmem& sm = *reinterpret_cast<SampleSmem*>(smem_raw);
   const int64_t r = blockIdx.y;
@@ -613,6 +631,11 @@ void sample(const SampleParams& p, cudaStream_t stream) {
   const std::size_t smem = sizeof(SampleSmem);
   static std::atomic<uint64_t> configured{0};  // devices whose kernel attribute is set
   if (device >= 64 || !(configured.load() & (uint64_t(1) << device))) {
+    int optin = 0;
+    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (std::size_t(optin) < smem)
+      throw Error("sample: needs " + std::to_string(smem) + " bytes of shared memory a block, the device allows " +
+                  std::to_string(optin));
     INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     if (device < 64) configured.fetch_or(uint64_t(1) << device);
   }

@@ -11,11 +11,7 @@
 namespace inferlab {
 namespace {
 
-using layers::from_f;
-using layers::load_pack;
-using layers::Pack;
-using layers::store_pack;
-using layers::to_f;
+using namespace layers;  // the shared device helpers (layers_common.cuh)
 
 template <class T, int VEC>
 __global__ void swiglu_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t tokens, int64_t inter) {
@@ -41,13 +37,13 @@ void swiglu(const SwiGluParams& p, cudaStream_t stream) {
   if (p.tokens < 0 || p.intermediate <= 0)
     throw Error("swiglu: tokens must be >= 0 and intermediate positive (got " + std::to_string(p.tokens) + ", " +
                 std::to_string(p.intermediate) + ")");
-  layers::dispatch_dtype(p.dtype, "swiglu", [](auto) {});
+  dispatch_dtype(p.dtype, "swiglu", [](auto) {});
   if (p.tokens == 0) return;
   if (!p.gate_up || !p.out) throw Error("swiglu: gate_up and out must be given");
   NvtxRange range("act");
-  layers::dispatch_dtype(p.dtype, "swiglu", [&](auto tag) {
+  dispatch_dtype(p.dtype, "swiglu", [&](auto tag) {
     using T = decltype(tag);
-    const bool vec = p.intermediate % 8 == 0 && layers::aligned16(p.gate_up) && layers::aligned16(p.out);
+    const bool vec = p.intermediate % 8 == 0 && aligned16(p.gate_up) && aligned16(p.out);
     const int64_t packs = vec ? p.intermediate / 8 : p.intermediate;
     const dim3 grid(unsigned(std::min<int64_t>((packs + 255) / 256, 1024)), unsigned(std::min<int64_t>(p.tokens, 65535)));
     const auto* in = static_cast<const T*>(p.gate_up);
