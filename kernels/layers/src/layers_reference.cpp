@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <functional>
 
 #include "inferlab/kernels/gemm/quant.h"
 #include "inferlab/kernels/layers/layers_host.h"

@@ -53,7 +53,7 @@ std::vector<float> rope_inv_freq(int64_t head_dim, double theta, const RopeScali
     const float old_len = float(s.original_max_positions);
     const float low_wavelen = float(double(s.original_max_positions) / s.low_freq_factor);
     const float high_wavelen = float(double(s.original_max_positions) / s.high_freq_factor);
-    const float two_pi = float(2 * M_PI);
+    const float two_pi = float(2 * 3.141592653589793);  // 2 * math.pi, cast to fp32 as a scalar operand
     const float span = float(s.high_freq_factor - s.low_freq_factor);
     for (float& f : inv) {
       const float wavelen = f32_mul(f32_reciprocal(f), two_pi);                 // 2 * math.pi / inv_freq
