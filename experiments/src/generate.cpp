@@ -7,7 +7,7 @@
 #include "inferlab/kernels/engine/arch.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/roofline.h"
-#include "inferlab/sim/step_cost.h"
+#include "inferlab/sim/engine_step.h"
 
 namespace inferlab {
 namespace {
@@ -59,11 +59,13 @@ GenerateRun plan_generate(const GenerateConfig& c) {
     for (int b = 0; b < int(c.batch); ++b) s.sequences.push_back({b, 1, c.prompt_tokens + i - 1, 1});
     r.steps.push_back(std::move(s));
   }
-  RooflineStepCost cost(r.model, r.hardware, r.options);
   for (GenerateStep& s : r.steps) {
     s.batch.kv_block_size = kBlock;
     for (const auto& q : s.sequences) s.batch.sequences.push_back(SequenceWork{q.new_tokens, q.past, 1, q.logits});
-    s.predicted_s = cost.step_time(s.batch);
+    // The refined model of the engine's own launches (sim/engine_step.h): decode steps replay a CUDA graph
+    // unless graphs are off; prefill steps run eagerly.
+    const LaunchMode launch = s.phase == "decode" && c.graphs ? LaunchMode::graph : LaunchMode::eager;
+    s.predicted_s = predict_step(engine_step_ops(r.model, s.batch, r.options, r.hardware, launch), r.hardware).time_s;
     for (const Op& op : batch_ops(r.model, s.batch, r.options)) {
       s.bytes += op.total_bytes();
       s.weight_bytes += op.bytes(TensorRole::weight) * double(op.count);

@@ -13,6 +13,7 @@
 #include "inferlab/kernels/common/cublas.h"
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/kernels/layers/layers.h"
+#include "inferlab/sim/engine_step.h"
 #include "inferlab/sim/error.h"
 
 namespace inferlab {
@@ -41,11 +42,7 @@ int64_t graph_batch_size(int64_t b) {
   return ceil_div(b, 16) * 16;
 }
 
-int64_t context_bucket(int64_t c) {
-  int64_t b = 256;
-  while (b < c) b *= 2;
-  return b;
-}
+int64_t context_bucket(int64_t c) { return decode_context_bucket(c); }
 
 MetaLayout meta_layout(int64_t tokens, int64_t sequences, int64_t width, int64_t prefill_sequences, int64_t rows) {
   MetaLayout l{};

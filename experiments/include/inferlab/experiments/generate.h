@@ -2,7 +2,7 @@
 // Generation on the GPU engine (kernels/engine) beside its prediction: B sequences of P random prompt
 // tokens are prefilled (in steps of at most max_step_tokens), then decoded N - 1 times, greedily. Every
 // step is planned here first, as the engine will run it, and predicted by sim/ from the same Batch
-// (RooflineStepCost: the roofline of the mixed pass); on a GPU the engine then runs exactly those steps,
+// (sim/engine_step.h: the refined model of the engine's own launches, graph or eager); on a GPU the engine then runs exactly those steps,
 // timed by CUDA events (GPU time) and by the host clock (wall time: the host's share of a step, metadata
 // and launches, included). A warm-up run of the same steps precedes the timed one (clocks up, CUDA graphs
 // captured). The limit of a step is its bytes (sim/) over the measured copy bandwidth: the time a step

@@ -107,8 +107,8 @@ class Engine {
 
 // The padded batch sizes decode graphs are captured for: 1, 2, 4, 8, then every 8 to 64, every 16 above.
 int64_t graph_batch_size(int64_t batch);
-// The context bucket a decode step is planned for (the split-KV kernel's pieces): the next power of two
-// at or above the longest context, at least 256.
+// The context bucket a decode step is planned for (the split-KV kernel's pieces): sim/engine_step.h's
+// decode_context_bucket, the plan the model charges too.
 int64_t context_bucket(int64_t max_context);
 
 }  // namespace inferlab

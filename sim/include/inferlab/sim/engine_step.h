@@ -1,0 +1,33 @@
+#pragma once
+// The GPU engine's step (kernels/engine) as its kernels run it, for the refined model (sim/kernels.h):
+// batch_ops with the ops the engine fuses folded together and every op carrying the launches of the
+// engine's kernel for it, launched eagerly or as nodes of a CUDA graph:
+//   attn_norm (+ the previous layer's ffn_residual), ffn_norm (+ attn_residual), final_norm (+ the last
+//   ffn_residual): one rmsnorm launch each, the residual add fused;
+//   rope + kv_cache_write: one launch;
+//   qkv_proj, o_proj, gate_up_proj, down_proj, lm_head: bf16 at <= 8 tokens the streaming GEMV (gemm/gemv),
+//   above it cuBLAS; int8 / int4 / 2:4 the weight-only kernels (int4 <= 8 tokens: the stream kernel), in
+//   launches of <= 64 tokens;
+//   attention: the split-KV decode kernel over the decode rows (new = 1; pieces planned on the context
+//   bucket, as the engine does), the paged prefill kernel over the rest (declared as the flash kernel over
+//   the longest of them: an approximation of a varlen launch);
+//   embedding, act: one streaming launch each.
+// Not counted: the sampler, the host's metadata copy, graph launch itself.
+#include <cstdint>
+#include <vector>
+
+#include "inferlab/sim/hardware.h"
+#include "inferlab/sim/kernels.h"
+#include "inferlab/sim/model.h"
+#include "inferlab/sim/ops.h"
+
+namespace inferlab {
+
+// The context a decode step's split-KV kernel is planned for: the next power of two at or above the
+// longest context, at least 256 (the engine captures one CUDA graph per bucket).
+int64_t decode_context_bucket(int64_t max_context);
+
+std::vector<Op> engine_step_ops(const ModelConfig& model, const Batch& batch, const OpOptions& options,
+                                const Hardware& hw, LaunchMode launch);
+
+}  // namespace inferlab
