@@ -79,6 +79,12 @@ std::vector<FidelityPoint> repredict_results(const fs::path& dir, bool write) {
       const auto m = row.find("measured_s");
       if (m == row.end() || m->second.empty()) continue;
       Params p = params_of(row.at("point"));
+      // Committed rows spell kv_heads as they were measured ("gqa-8" in the old query-heads-per-group
+      // sense); the row's kv_heads_count says what it meant.
+      if (p.count("kv_heads") && row.count("kv_heads_count") && !row.at("kv_heads_count").empty())
+        p["kv_heads"] = row.at("kv_heads_count");
+      // Measured points are predicted with the ceilings measured on their GPU (where a file exists).
+      p["ceilings"] = "auto";
       const std::vector<Row> rows = sc.predict(complete_params(sc, p));
       const Row& r = rows.at(0);
       FidelityPoint fp;
