@@ -45,9 +45,6 @@ constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}}, {8, {32, 0, 1
                               {8, {64, 0, 128, 375, 0, 48, 0, 19}}, {4, {64, 0, 64, 231, 0, 41, 0, 12}}};
 constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}}, {8, {16, 0, 0, 173, 0, 40, 0, 25}},
                                 {8, {32, 0, 0, 153, 0, 49, 0, 28}}, {4, {32, 0, 0, 147, 0, 45, 0, 16}}};
-// gemm/int4_stream (inferlab_kernels.dir/gemm/src/int4_stream.cu.o, int4_stream_kernel): its hot loop is
-// the 8 chunks of a lane's ring (32 HMMA: 4 k16 steps a chunk), m <= 8 (one n8 tile).
-constexpr WoLoop kInt4Stream{8, {32, 0, 192, 442, 0, 105, 0, 53}};
 // attention/naive softmax_rows (inferlab_kernels.dir/attention/src/attention.cu.o): the first pass
 // (online max and sum) per 4 elements of a row per thread. The second pass (exp, scale, store) is
 // counted from its source: load, subtract, ex2, multiply, convert, store, index and compare.
@@ -329,19 +326,6 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   return plan;
 }
 
-Int4StreamPlan plan_int4_stream(int64_t n, int64_t k, int64_t sm_count) {
-  // The fewest warps per tile (1, 2, 4, 8) that give ~16 streaming warps per SM over the grid (two
-  // resident blocks of 8 warps at its 94 registers), and no more than the tile has groups.
-  Int4StreamPlan plan;
-  const int64_t tiles = (n + 15) / 16, groups = std::max<int64_t>(1, k / 128), want = sm_count * 16;
-  while (plan.warps_per_tile < 8 && tiles * plan.warps_per_tile < want && plan.warps_per_tile * 2 <= groups)
-    plan.warps_per_tile *= 2;
-  plan.groups_per_warp = (groups + plan.warps_per_tile - 1) / plan.warps_per_tile;
-  const int64_t tiles_per_block = 8 / plan.warps_per_tile;
-  plan.blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
-  return plan;
-}
-
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw) {
   const Op op = linear_cost(LinearShape{m, n, k}, f);
   KernelLaunch kl;
@@ -356,22 +340,6 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
     kl.tensor = TensorPath::library;
     kl.ctas = int64_t(hw.sm_count) * 2;
     kl.ctas_per_sm = 2;
-    return {kl};
-  }
-  if (f == WeightFormat::int4 && m <= 8) {
-    // int4_stream.cu: a warp streams its 16-row tile over whole groups (8 chunks in flight), X read in
-    // place, the tile's warps summed in shared memory: one round trip to start, one barrier to end.
-    const Int4StreamPlan plan = plan_int4_stream(n, k, hw.sm_count);
-    kl.kernel = "int4_stream_kernel";
-    kl.tensor = TensorPath::sm;
-    kl.ctas = plan.blocks;
-    kl.ctas_per_sm = 2;  // 94 registers a thread
-    const double warp_chunks = double((n + 15) / 16) * double(k) / 64;
-    kl.work += work_of(kInt4Stream.c, 32.0 * warp_chunks / kInt4Stream.depth);
-    const auto& p = hw.pipes;
-    const double cpi = std::max(p.dependent_issue_cycles, 16.0 / p.issue_per_clk);
-    kl.cta_cycles = 2.0 * double(plan.groups_per_warp) * kInt4Stream.c.total() / kInt4Stream.depth * cpi;
-    kl.cta_round_trips = 1;
     return {kl};
   }
   // weight_only.cu: 8 warps of 16 weight rows per block, chunks of 512 packed bytes per warp

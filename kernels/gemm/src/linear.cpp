@@ -86,9 +86,7 @@ void linear(const LinearParams& p, cudaStream_t stream) {
   const std::string label = "linear/" + weight_format_name(p.format);
   NvtxRange range(label.c_str());
   if (weight_only(p.format)) {
-    const LinearPlan plan = plan_weight_only(p, sms);
-    if (plan.kernel == WeightOnlyKernel::stream) int4_stream_linear(p, sms, stream);
-    else weight_only_linear(p, plan, stream);
+    weight_only_linear(p, plan_weight_only(p, sms), stream);
     return;
   }
   const float* w_scale = p.format == WeightFormat::fp8 ? static_cast<const float*>(p.scales) : nullptr;

@@ -350,14 +350,8 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
   // The plan is sim/kernels.h plan_weight_only (the model charges the same grid): m_tiles, and the
   // split_k that keeps the grid in one wave (measured reasons: kernels/gemm/NOTES.md).
   //   INFERLAB_LINEAR_SPLITK=N forces split_k (tuning only; it must divide k / 128).
-  LinearPlan plan;
-  // int4 at m <= 8 streams (int4_stream.cu); a forced split (tuning the tiles kernel) keeps the tiles kernel.
-  if (p.format == WeightFormat::int4 && p.m <= 8 && !std::getenv("INFERLAB_LINEAR_SPLITK")) {
-    plan.kernel = WeightOnlyKernel::stream;
-    plan.k_per_block = p.k;
-    return plan;
-  }
   const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count);
+  LinearPlan plan;
   plan.m_tiles = wp.m_tiles;
   int64_t split = wp.split_k;
   if (const char* e = std::getenv("INFERLAB_LINEAR_SPLITK")) {
@@ -376,7 +370,7 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
 }
 
 std::size_t weight_only_workspace_bytes(const LinearParams& p, const LinearPlan& plan) {
-  if (plan.kernel == WeightOnlyKernel::stream || plan.split_k <= 1) return 0;
+  if (plan.split_k <= 1) return 0;
   const std::size_t row_tiles = std::size_t((p.n + kBlockRows - 1) / kBlockRows);
   return (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256 + row_tiles * 4;
 }

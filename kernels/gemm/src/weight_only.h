@@ -11,7 +11,5 @@ namespace inferlab {
 LinearPlan plan_weight_only(const LinearParams& p, int sm_count);
 std::size_t weight_only_workspace_bytes(const LinearParams& p, const LinearPlan& plan);
 void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
-// int4_stream.cu: the stream kernel (int4, m <= 8), planned by sim/kernels.h plan_int4_stream.
-void int4_stream_linear(const LinearParams& p, int sm_count, cudaStream_t stream);
 
 }  // namespace inferlab

@@ -95,15 +95,6 @@ struct WeightOnlyPlan {
 };
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count);
 int weight_only_m_tiles(int64_t m);
-
-// The int4 stream kernel's plan (kernels/gemm/src/int4_stream.cu, int4 at m <= 8): warps_per_tile warps
-// share a 16-row tile's k range (whole groups of 128); 8 warps a block, 8 / warps_per_tile tiles each.
-struct Int4StreamPlan {
-  int warps_per_tile = 1;
-  int64_t groups_per_warp = 1;
-  int64_t blocks = 1;
-};
-Int4StreamPlan plan_int4_stream(int64_t n, int64_t k, int64_t sm_count);
 int64_t weight_only_smem_bytes(WeightFormat f, int m_tiles, int64_t k_per_block);
 
 }  // namespace inferlab

@@ -37,14 +37,7 @@ struct LinearParams {
 };
 
 // How the weight-only kernels cut the problem (tile choices in one place, weight_only.cu).
-// The weight-only kernels: "tiles" (weight_only.cu: 128-row blocks, X staged in shared memory, split-k
-// through an fp32 workspace) for every weight-only format and m <= 64; "stream" (int4_stream.cu: a warp
-// streams a 16-row tile over whole groups, X read in place, the tile's warps summed in shared memory) for
-// int4 at m <= 8, where the tiles kernel's fixed costs (staging, split-k tail) are a third of its time.
-enum class WeightOnlyKernel { tiles, stream };
-
 struct LinearPlan {
-  WeightOnlyKernel kernel = WeightOnlyKernel::tiles;
   int m_tiles = 1;   // n8 tiles of tokens: m padded to 8, 16, 32 or 64
   int split_k = 1;   // blocks along k per 128-row tile
   int64_t k_per_block = 0;
