@@ -12,16 +12,20 @@
 namespace inferlab {
 
 std::string git_commit() {
+  // The commit the binary was built from, unless the tree it runs in is that commit (then its changes are
+  // visible too): a tree copied to another machine may carry a stale .git, whose HEAD says nothing about
+  // the binary that ran.
+  const std::string built = INFERLAB_BUILD_COMMIT;
   const std::string root = shell_quote(project_root().string());
   std::string head, dirty;
   run_command("git -C " + root + " rev-parse HEAD 2>/dev/null", &head);
-  if (head.size() == 40) {
+  if (head.size() == 40 && built.compare(0, 40, head) == 0) {
     // Changed results files are what a run writes, not a change of the code or data it ran on.
     run_command("git -C " + root + " status --porcelain --untracked-files=no -- . ':(exclude)data/results' 2>/dev/null",
                 &dirty);
     return head + (dirty.empty() ? "" : "+dirty");
   }
-  return std::string(INFERLAB_BUILD_COMMIT) + " (built from)";
+  return built + " (built from)";
 }
 
 std::string utc_now_iso8601() {

@@ -6,7 +6,7 @@
 //   ffn_residual): one rmsnorm launch each, the residual add fused;
 //   rope + kv_cache_write: one launch;
 //   qkv_proj, o_proj, gate_up_proj, down_proj, lm_head: bf16 at <= 8 tokens the streaming GEMV (gemm/gemv),
-//   above it cuBLAS; int8 / int4 / 2:4 the weight-only kernels (int4 <= 8 tokens: the stream kernel), in
+//   above it cuBLAS; int8 / int4 / 2:4 the weight-only kernels, in
 //   launches of <= 64 tokens;
 //   attention: the split-KV decode kernel over the decode rows (new = 1; pieces planned on the context
 //   bucket, as the engine does), the paged prefill kernel over the rest (declared as the flash kernel over
