@@ -12,20 +12,30 @@
 namespace inferlab {
 
 std::string git_commit() {
-  // The commit the binary was built from, unless the tree it runs in is that commit (then its changes are
-  // visible too): a tree copied to another machine may carry a stale .git, whose HEAD says nothing about
-  // the binary that ran.
+  // The tree's HEAD (+dirty when tracked files outside data/results differ from it). When that is not
+  // the commit the binary was built from (a copy of the tree on another machine may carry a stale .git),
+  // the binary's commit leads and the tree's state follows in parentheses.
   const std::string built = INFERLAB_BUILD_COMMIT;
   const std::string root = shell_quote(project_root().string());
   std::string head, dirty;
   run_command("git -C " + root + " rev-parse HEAD 2>/dev/null", &head);
-  if (head.size() == 40 && built.compare(0, 40, head) == 0) {
-    // Changed results files are what a run writes, not a change of the code or data it ran on.
-    run_command("git -C " + root + " status --porcelain --untracked-files=no -- . ':(exclude)data/results' 2>/dev/null",
-                &dirty);
-    return head + (dirty.empty() ? "" : "+dirty");
-  }
-  return built + " (built from)";
+  if (head.size() != 40) return built + " (built from)";
+  // Changed results files are what a run writes, not a change of the code or data it ran on.
+  run_command("git -C " + root + " status --porcelain --untracked-files=no -- . ':(exclude)data/results' 2>/dev/null",
+              &dirty);
+  const std::string tree = head + (dirty.empty() ? "" : "+dirty");
+  if (built.compare(0, 40, head) == 0) return tree;
+  return built + " (built from; the tree's HEAD is " + tree + ")";
+}
+
+bool tree_has_changes() {
+  std::string head, dirty;
+  const std::string root = shell_quote(project_root().string());
+  run_command("git -C " + root + " rev-parse HEAD 2>/dev/null", &head);
+  if (head.size() != 40) return false;
+  run_command("git -C " + root + " status --porcelain --untracked-files=no -- . ':(exclude)data/results' 2>/dev/null",
+              &dirty);
+  return !dirty.empty();
 }
 
 std::string utc_now_iso8601() {

@@ -111,7 +111,7 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
   const fs::path out = opt.out_dir.empty() ? default_out_dir(gpu, opt.predict_only) : opt.out_dir;
   if (!opt.allow_dirty && inside_committed_results(out)) {
     const std::string commit = git_commit();
-    if (commit.size() > 6 && commit.compare(commit.size() - 6, 6, "+dirty") == 0)
+    if (tree_has_changes())
       throw Error(out.string() + " holds committed results, and the tree has uncommitted changes (git status): their "
                   "provenance would record " + commit + ". Commit first, write elsewhere (--out), or pass --allow-dirty");
   }
