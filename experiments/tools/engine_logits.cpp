@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "inferlab/kernels/engine/engine.h"
+#include "inferlab_build_commit.h"  // INFERLAB_BUILD_COMMIT
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
 
@@ -74,7 +75,8 @@ int main(int argc, char** argv) {
     Engine e(em, o);
     const int64_t vocab = em.model.vocab;
     std::ofstream logits(logits_path, std::ios::binary);
-    nlohmann::json out = {{"model_dir", dir}, {"vocab", vocab}, {"sequences", nlohmann::json::array()}};
+    nlohmann::json out = {{"model_dir", dir}, {"vocab", vocab}, {"commit", INFERLAB_BUILD_COMMIT},
+                          {"sequences", nlohmann::json::array()}};
     for (const auto& s : seqs) {
       SequenceInput in;
       in.slot = 0, in.tokens = s, in.logits = int64_t(s.size());
