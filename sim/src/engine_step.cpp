@@ -8,7 +8,7 @@
 namespace inferlab {
 namespace {
 
-constexpr int64_t kGemvMaxTokens = 8, kWeightOnlyMaxTokens = 64;
+constexpr int64_t kWeightOnlyMaxTokens = 64;
 
 void fold(Op& into, const Op& from) {
   into.flops += from.flops;
@@ -17,10 +17,10 @@ void fold(Op& into, const Op& from) {
 
 // The launches of a linear layer m x n x k in the engine.
 std::vector<KernelLaunch> linear_launches(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw) {
-  if (is_dense(f) && m <= kGemvMaxTokens) {
-    // gemm/gemv: one warp (two from 4 tokens) per output row streaming W once, FMAs on the CUDA cores.
+  if (is_dense(f) && m <= kEngineGemvMaxTokens) {
+    // gemm/gemv: one warp (two from 4 tokens) per output row streaming W once, mnk FMAs on the CUDA cores.
     const Op cost = linear_cost(LinearShape{m, n, k}, f);
-    KernelLaunch g = streaming_kernel("gemv_kernel", cost.bytes(), double(m * n * 2) / cost.bytes(), cost.flops, hw);
+    KernelLaunch g = streaming_kernel("gemv_kernel", cost.bytes(), double(m * n * 2) / cost.bytes(), cost.flops / 2, hw);
     g.ctas = (n + 7) / 8, g.ctas_per_sm = m >= 4 ? 2 : 8;
     return {g};
   }

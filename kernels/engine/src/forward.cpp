@@ -21,6 +21,7 @@
 #include "inferlab/kernels/gemm/gemv.h"
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/kernels/layers/layers.h"
+#include "inferlab/sim/engine_step.h"
 
 namespace inferlab {
 namespace {
@@ -32,7 +33,7 @@ T* at(uint8_t* base, std::size_t offset) {
   return reinterpret_cast<T*>(base + offset);
 }
 
-// Y[m, n] = X[m, k] · Wᵀ. bf16: the streaming GEMV up to 8 tokens, cuBLAS above (fp32 output for the
+// Y[m, n] = X[m, k] · Wᵀ. bf16: the streaming GEMV up to kEngineGemvMaxTokens (sim/engine_step.h), cuBLAS above (fp32 output for the
 // logits). Weight-only formats: their kernels in pieces of 64 tokens (a prefill step re-reads the packed
 // weight once per piece).
 struct LinearRef {
@@ -50,7 +51,7 @@ LinearRef ref(const LinearWeight& w) {
 void run_linear(const LinearRef& w, const void* x, void* y, int64_t m, bool fp32_out, void* ws, std::size_t ws_bytes,
                 cudaStream_t s) {
   if (w.format == WeightFormat::bf16) {
-    if (m <= kGemvMaxTokens) {
+    if (m <= kEngineGemvMaxTokens) {
       GemvParams g;
       g.m = m, g.n = w.n, g.k = w.k;
       g.x = x, g.w = w.values, g.y = y;

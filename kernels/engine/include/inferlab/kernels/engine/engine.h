@@ -7,8 +7,8 @@
 //   (decode rows: split-KV kernel; rows with new > 1: varlen flash attention over the paged cache),
 //   o_proj, attn_residual + ffn_norm (one fused kernel), gate_up_proj, act (SwiGLU), down_proj] →
 //   ffn_residual + final_norm over the rows that need logits → lm_head (fp32 logits) → sampling on the GPU.
-// Linear layers: bf16 weights through the streaming GEMV (kernels/gemm/gemv.h) for ≤ 8 tokens and cuBLAS
-// above; int8 / int4 / 2:4 weights (quantized at load) through the weight-only kernels (kernels/gemm).
+// Linear layers: bf16 weights through the streaming GEMV (kernels/gemm/gemv.h) for at most
+// kEngineGemvMaxTokens (sim/engine_step.h) tokens and cuBLAS above; int8 / int4 / 2:4 weights (quantized at load) through the weight-only kernels (kernels/gemm).
 // KV cache: paged blocks from the one block manager (kernels/kvcache PagedKvManager), one block table for
 // every layer. Uniform decode steps (every sequence new = 1) run as CUDA graphs, one per padded batch size
 // and context bucket (captured on first use, after an eager run of that shape), unless `graphs` is off.
