@@ -12,9 +12,9 @@
 namespace inferlab {
 
 std::string git_commit() {
-  // The tree's HEAD (+dirty when tracked files outside data/results differ from it). When that is not
-  // the commit the binary was built from (a copy of the tree on another machine may carry a stale .git),
-  // the binary's commit leads and the tree's state follows in parentheses.
+  // The tree's HEAD (+dirty when tracked files outside data/results differ from it) when the binary was
+  // built from it; otherwise the binary's own build commit (a copy of the tree on another machine may carry
+  // a stale .git, whose state says nothing about the binary that ran).
   const std::string built = INFERLAB_BUILD_COMMIT;
   const std::string root = shell_quote(project_root().string());
   std::string head, dirty;
@@ -23,9 +23,8 @@ std::string git_commit() {
   // Changed results files are what a run writes, not a change of the code or data it ran on.
   run_command("git -C " + root + " status --porcelain --untracked-files=no -- . ':(exclude)data/results' 2>/dev/null",
               &dirty);
-  const std::string tree = head + (dirty.empty() ? "" : "+dirty");
-  if (built.compare(0, 40, head) == 0) return tree;
-  return built + " (built from; the tree's HEAD is " + tree + ")";
+  if (built.compare(0, 40, head) == 0) return head + (dirty.empty() ? "" : "+dirty");
+  return built + " (built from; not the tree's HEAD)";
 }
 
 bool tree_has_changes() {

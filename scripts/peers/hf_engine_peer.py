@@ -183,7 +183,6 @@ def correctness(args):
     with open(out_path) as f:  # the engine binary's build commit (a tree copied elsewhere may carry a stale .git)
         built = json.load(f).get("commit", "")
     if built:
-        result["provenance"]["tree_git"] = result["provenance"]["commit"]
         result["provenance"]["commit"] = built + " (built from)"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".tmp", "w") as f:
