@@ -40,7 +40,8 @@ ServingPoint evaluate_serving_point(const Params& p) {
   ServingConfig& c = sp.config;
   c.scheduler = parse_scheduler(p.at("scheduler"));
   c.priority = parse_priority(p.at("priority"));
-  c.kv = parse_kv_scheme(p.at("kv"));
+  c.kv = parse_kv_layout(p.at("kv"));
+  c.admission = parse_admission(p.at("admission"));
   c.block_size = param_int(p, "block_size");
   c.max_len = param_int(p, "max_len", 0);
   if (c.max_len == 0) c.max_len = param_max_positions(p, sp.model);
@@ -110,6 +111,8 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
                  {"kv_used_bytes", num(s.kv_mean_used)},
                  {"kv_wasted_bytes", num(s.kv_mean_wasted)},
                  {"kv_utilization", num(s.kv_utilization)},
+                 {"recompute_tokens", num(s.recompute_tokens)},
+                 {"recompute_fraction", num(s.recompute_fraction)},
                  {"running", ""},
                  {"waiting", ""},
                  {"trace_source", sp.trace_source},

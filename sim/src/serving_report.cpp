@@ -127,6 +127,8 @@ ServingSummary summarize(const ServingResult& r) {
     s.kv_mean_wasted = s.kv_mean_reserved - s.kv_mean_used;
   }
   s.kv_utilization = s.kv_mean_reserved > 0 ? s.kv_mean_used / s.kv_mean_reserved : 0;
+  s.recompute_tokens = r.recompute_tokens;
+  s.recompute_fraction = r.busy_s > 0 ? r.recompute_s / r.busy_s : 0;
   if (!r.iterations.empty()) {
     double seqs = 0;
     for (const auto& it : r.iterations) seqs += double(it.sequences);
