@@ -31,9 +31,11 @@ Engine& serving_engine(const ServingConfig& c, const EngineServeOptions& o) {
   eo.weights = o.weights;
   eo.seed = o.seed;
   eo.block_size = c.block_size;
-  eo.max_sequences = c.max_batch + 1;  // one spare slot: the calibration's prompt beside max_batch decodes
+  // Spare slots: the calibration's prompts (of at most max_len tokens each) beside max_batch decodes.
+  const int64_t spare = kv_blocks_for(pass_tokens(c), c.max_len);
+  eo.max_sequences = c.max_batch + spare;
   eo.max_step_tokens = pass_tokens(c) + c.max_batch;
-  eo.max_logit_rows = c.max_batch + 1;
+  eo.max_logit_rows = c.max_batch + spare;
   eo.max_context = c.max_len;
   eo.graphs = o.graphs;
   if (em.model.max_positions > 0 && c.max_len > em.model.max_positions)
@@ -229,8 +231,9 @@ StepTimingTable calibrate_engine(const ServingConfig& c, const EngineServeOption
   // One pass of d decodes at `context` tokens each (stored tokens stand in: their values do not change a
   // pass's time) and a prompt of p tokens from position 0; the median of `repeats` after 2 warm-ups.
   auto time_pass = [&](int64_t d, int64_t p, int64_t context) {
-    if (d + (p > 0) > e.options().max_sequences) throw Error("calibration: more sequences than the engine's slots");
-    const int64_t need = d * kv_blocks_for(context + 1, B) + kv_blocks_for(p, B);
+    const int64_t max_len = e.max_context(), prompts = kv_blocks_for(p, max_len);  // a prompt holds <= max_len
+    if (d + prompts > e.options().max_sequences) throw Error("calibration: more sequences than the engine's slots");
+    const int64_t need = d * kv_blocks_for(context + 1, B) + kv_blocks_for(p, B) + prompts;
     if (need > kv.free_blocks())
       throw Error("calibration: " + std::to_string(d) + " decodes at " + std::to_string(context) + " tokens and a " +
                   std::to_string(p) + "-token prompt need " + std::to_string(need) + " KV blocks, " +
@@ -243,10 +246,12 @@ StepTimingTable calibrate_engine(const ServingConfig& c, const EngineServeOption
       s.tokens = {int32_t(i % vocab)};
       in.push_back(s);
     }
-    if (p > 0) {
+    for (int64_t k = 0, left = p; k < prompts; ++k) {
       SequenceInput s;
-      s.slot = int(d);
-      s.tokens.assign(prompt.begin(), prompt.begin() + p);
+      s.slot = int(d + k);
+      const int64_t n = std::min(left, max_len);
+      s.tokens.assign(prompt.begin(), prompt.begin() + n);
+      left -= n;
       in.push_back(s);
     }
     std::vector<double> t;
@@ -256,7 +261,7 @@ StepTimingTable calibrate_engine(const ServingConfig& c, const EngineServeOption
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (k >= 2) t.push_back(s);
       for (int64_t i = 0; i < d; ++i) kv.truncate(int(i), context);
-      if (p > 0) kv.release(int(d));
+      for (int64_t k = 0; k < prompts; ++k) kv.release(int(d + k));
     }
     for (int64_t i = 0; i < d; ++i) kv.release(int(i));
     return median(t);

@@ -169,15 +169,32 @@ void BatchScheduler::end_static_batch(double now) {
 }
 
 void BatchScheduler::plan_static(double now) {
-  if (live_ > 0) {  // the batch decodes on; finished rows keep their slot and KV until it ends
-    for (std::size_t i = 0; i < running_.size(); ++i)
-      if (!running_[i].evicted && !running_[i].done && grow(i, now)) running_[i].planned = 1;
-    for (const auto& s : running_)
-      if (!s.evicted && s.planned > 0) return;
-    end_static_batch(now);  // every unfinished row was preempted: the batch is over
+  if (live_ == 0) {  // a new batch: up to max_batch waiting requests, their KV reserved at once
+    int64_t unlimited = kUnlimited;
+    while (admit(unlimited, true, now)) {
+    }
+    for (auto& s : running_) s.planned = 0;
   }
-  int64_t budget = kUnlimited;
-  while (admit(budget, true, now)) {
+  // Its prompts first, whole, in passes of at most max_batch_tokens tokens (at least one prompt a pass).
+  int64_t budget = max_tokens_;
+  bool prefill = false;
+  for (auto& s : running_) {
+    if (s.evicted || !s.prefilling()) continue;
+    const int64_t n = s.target - s.kv;
+    if (prefill && n > budget) break;
+    s.planned = n;
+    budget -= n;
+    prefill = true;
+  }
+  if (prefill) return;
+  // Then the batch decodes on; finished rows keep their slot and KV until it ends.
+  for (std::size_t i = 0; i < running_.size(); ++i)
+    if (!running_[i].evicted && !running_[i].done && grow(i, now)) running_[i].planned = 1;
+  for (const auto& s : running_)
+    if (!s.evicted && s.planned > 0) return;
+  if (live_ > 0) {
+    end_static_batch(now);  // every unfinished row was preempted: the batch is over
+    plan_static(now);
   }
 }
 

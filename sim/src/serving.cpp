@@ -84,8 +84,8 @@ void check_config(const ServingConfig& c) {
   if (!(c.admission_watermark >= 0 && c.admission_watermark < 1))
     throw Error("the admission watermark must be in [0, 1), got " + std::to_string(c.admission_watermark));
   const int64_t tokens = c.max_batch_tokens ? c.max_batch_tokens : default_batch_tokens(c);
-  if (c.scheduler == Scheduler::continuous && tokens < c.max_len)
-    throw Error("continuous batching prefills whole prompts: max_batch_tokens (" + str(tokens) +
+  if (c.scheduler != Scheduler::chunked && tokens < c.max_len)
+    throw Error(scheduler_name(c.scheduler) + " batching prefills whole prompts: max_batch_tokens (" + str(tokens) +
                 ") must be at least max_len (" + str(c.max_len) + "); use the chunked scheduler for smaller passes");
   if (!(c.kv_capacity_bytes > 0) || !(c.kv_bytes_per_token > 0))
     throw Error("the KV memory and the KV bytes per token must be positive");

@@ -17,7 +17,8 @@
 //
 // Schedulers (all first come, first served; the head of the queue blocks those behind it):
 //   static      request-level batching: when the engine is idle it takes up to max_batch waiting
-//               requests, prefills them in one pass and decodes them together until the longest one
+//               requests, prefills them (whole prompts, passes of at most max_batch_tokens tokens) and
+//               decodes them together until the longest one
 //               ends; a finished request keeps its slot and its KV until then, when all the batch's
 //               responses return and the next batch starts (request-level scheduling as Orca
 //               describes it). Prompts are not padded to the longest (a varlen prefill).
