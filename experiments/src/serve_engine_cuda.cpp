@@ -281,7 +281,7 @@ StepTimingTable calibrate_engine(const ServingConfig& c, const EngineServeOption
   const int64_t capacity = kv.free_blocks() * B;
   for (std::size_t i = 1; i < decode.size(); ++i) {
     const int64_t d = decode[i];
-    const int64_t ctx = std::min(long_context, capacity / d - B);  // the longest context all d fit at
+    const int64_t ctx = std::min(long_context - 1, capacity / d - B);  // the longest context all d fit at (+1 new)
     if (ctx <= base_context + B) throw Error("calibration: no room for a long context at " + std::to_string(d) + " decodes");
     tab.per_context[i] = std::max(0.0, (time_pass(d, 0, ctx) - tab.base[i][0]) / (double(d) * double(ctx - base_context)));
   }
