@@ -144,27 +144,28 @@ double median(std::vector<double> v) {
 
 // Captures, before a timed run, the CUDA graphs its decode passes will replay (one per padded batch size
 // and context bucket, captured on first use): every padded size up to max_batch at every bucket up to
-// max_len that the KV memory holds. Once per engine.
+// max_len. The bucket follows the longest context of the pass, so one sequence holds it and the others
+// one token each: every pair fits the KV memory a serving run can reach. Once per engine.
 void warm_graphs(Engine& e, int64_t max_batch, int64_t max_len) {
   static const Engine* warmed = nullptr;
   if (warmed == &e || !e.options().graphs) return;
   PagedKvManager& kv = e.kv_blocks();
   const int64_t B = kv.block_size();
   for (int64_t bucket = context_bucket(1); bucket <= context_bucket(max_len); bucket *= 2) {
-    const int64_t context = std::min(bucket, max_len) - 1;
+    const int64_t longest = std::min(bucket, max_len) - 1;
     for (int64_t b = 1; b <= max_batch; b = graph_batch_size(b) + 1) {
       const int64_t n = std::min(graph_batch_size(b), max_batch);
-      if (n * kv_blocks_for(context + 1, B) > kv.free_blocks()) break;
+      if (kv_blocks_for(longest + 1, B) + (n - 1) * kv_blocks_for(2, B) > kv.free_blocks()) break;
       std::vector<SequenceInput> in;
       in.resize(std::size_t(n));
       for (int64_t i = 0; i < n; ++i) {
-        kv.grow(int(i), context);
+        kv.grow(int(i), i == 0 ? longest : 1);
         in[std::size_t(i)].slot = int(i);
         in[std::size_t(i)].tokens = {0};
       }
       for (int k = 0; k < 2; ++k) {  // eager first, captured the second time
         e.step(in);
-        for (int64_t i = 0; i < n; ++i) kv.truncate(int(i), context);
+        for (int64_t i = 0; i < n; ++i) kv.truncate(int(i), i == 0 ? longest : 1);
       }
       for (int64_t i = 0; i < n; ++i) kv.release(int(i));
     }
