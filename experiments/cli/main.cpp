@@ -293,30 +293,39 @@ int cmd_memory(const Params& p, bool json) {
 // ---------------------------------------------------------------- serve
 struct ServeFiles {
   std::string chrome_trace, timeline, requests;
+  std::vector<std::pair<std::string, std::string>> outputs() const {
+    return {{chrome_trace, "--chrome-trace"}, {timeline, "--timeline"}, {requests, "--requests-csv"}};
+  }
+  // Every output folder must exist before the run: a failure afterwards would leave some files written.
+  void check() const {
+    for (const auto& [path, flag] : outputs()) {
+      if (path.empty()) continue;
+      const fs::path dir = fs::absolute(path).parent_path();
+      if (!fs::is_directory(dir)) throw Error(flag + " " + path + ": folder " + dir.string() + " does not exist");
+    }
+  }
+  // Writes the asked-for files of a run (each atomically); returns their paths.
+  std::vector<std::string> write(const ServingResult& r, const std::string& title) const {
+    std::vector<std::string> written;
+    for (const auto& [path, flag] : outputs()) {
+      if (path.empty()) continue;
+      write_file_atomic(path, flag == "--chrome-trace" ? chrome_trace_json(r, title)
+                              : flag == "--timeline"   ? iterations_csv(r)
+                                                       : requests_csv(r));
+      written.push_back(path);
+    }
+    return written;
+  }
 };
 
 int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
-  // Every output folder must exist before the run: a failure afterwards would leave some files written.
-  const std::vector<std::pair<std::string, std::string>> outputs = {
-      {files.chrome_trace, "--chrome-trace"}, {files.timeline, "--timeline"}, {files.requests, "--requests-csv"}};
-  for (const auto& [path, flag] : outputs) {
-    if (path.empty()) continue;
-    const fs::path dir = fs::absolute(path).parent_path();
-    if (!fs::is_directory(dir)) throw Error(flag + " " + path + ": folder " + dir.string() + " does not exist");
-  }
+  files.check();
   const ServingPoint sp = evaluate_serving_point(complete_params(find_scenario("serving"), p));
   const ServingSummary& s = sp.summary;
   const ServingConfig& c = sp.config;
   const std::string title = sp.model.name + " on " + sp.hardware.id + ", " + scheduler_name(c.scheduler) + " / " +
                             kv_layout_name(c.kv);
-  std::vector<std::string> written;
-  for (const auto& [path, flag] : outputs) {
-    if (path.empty()) continue;
-    write_file_atomic(path, flag == "--chrome-trace" ? chrome_trace_json(sp.result, title)
-                            : flag == "--timeline"   ? iterations_csv(sp.result)
-                                                     : requests_csv(sp.result));
-    written.push_back(path);
-  }
+  const std::vector<std::string> written = files.write(sp.result, title);
   nlohmann::json rejected = nlohmann::json::array();
   for (const auto& q : sp.result.requests)
     if (q.rejected) rejected.push_back({{"id", q.id}, {"reason", q.reason}});
@@ -381,12 +390,7 @@ int cmd_serve_engine(Params p, const ServeFiles& files, bool json) {
     throw Error("serve --engine gpu: give --kv-gib (the KV memory the engine and the simulator share)");
   if (!p.count("max_len")) p["max_len"] = "2048";
   if (!p.count("trace_max_tokens") && !p.count("trace")) p["trace_max_tokens"] = p["max_len"];
-  for (const auto& [path, flag] : std::vector<std::pair<std::string, std::string>>{
-           {files.chrome_trace, "--chrome-trace"}, {files.timeline, "--timeline"}, {files.requests, "--requests-csv"}}) {
-    if (path.empty()) continue;
-    const fs::path dir = fs::absolute(path).parent_path();
-    if (!fs::is_directory(dir)) throw Error(flag + " " + path + ": folder " + dir.string() + " does not exist");
-  }
+  files.check();
   ServingEnginePoint sp = plan_serving_engine(complete_params(find_scenario("serving_engine"), p));
 #ifdef INFERLAB_HAVE_CUDA
   const GpuInfo gpu = detect_gpu();
@@ -398,15 +402,7 @@ int cmd_serve_engine(Params p, const ServeFiles& files, bool json) {
   const ServingResult& er = sp.engine->result;
   const std::string title = sp.model.name + " on the GPU engine, " + scheduler_name(sp.config.scheduler) + " / " +
                             kv_layout_name(sp.config.kv);
-  std::vector<std::string> written;
-  for (const auto& [path, flag] : std::vector<std::pair<std::string, std::string>>{
-           {files.chrome_trace, "--chrome-trace"}, {files.timeline, "--timeline"}, {files.requests, "--requests-csv"}}) {
-    if (path.empty()) continue;
-    write_file_atomic(path, flag == "--chrome-trace" ? chrome_trace_json(er, title)
-                            : flag == "--timeline"   ? iterations_csv(er)
-                                                     : requests_csv(er));
-    written.push_back(path);
-  }
+  const std::vector<std::string> written = files.write(er, title);
   const std::vector<Row> rows = serving_engine_rows(sp, 0);
   if (json) {
     print_json({{"summary", rows_to_json(rows)[0]}, {"files", written}});

@@ -11,6 +11,7 @@
 #include "inferlab/kernels/engine/engine.h"
 #include "inferlab/roofline/gpu_info.h"
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/memory.h"
 #include "inferlab/sim/rng.h"
 #include "inferlab/sim/scheduler.h"
 #include "measurers.h"
@@ -42,7 +43,7 @@ Engine& serving_engine(const ServingConfig& c, const EngineServeOptions& o) {
     throw Error("max_len " + std::to_string(c.max_len) + " exceeds " + em.model.name + "'s " +
                 std::to_string(em.model.max_positions) + " positions");
   if (o.kv_gib > 0) {
-    const double per_token = 2.0 * double(em.model.layers * em.model.kv_heads * em.model.head_dim) * 2.0;  // bf16 K and V
+    const double per_token = kv_bytes_per_token(em.model, DType::bf16);  // the engine's K and V are bf16
     eo.kv_blocks = int64_t(o.kv_gib * kGiB / (per_token * double(c.block_size)));
     if (eo.kv_blocks < 1) throw Error("kv_gib " + std::to_string(o.kv_gib) + " holds no KV block");
   }

@@ -49,16 +49,7 @@ std::string rel(double model, double measured) { return measured > 0 ? num(model
 // KV memory over time every `every` seconds: the pass running then (nothing held while idle).
 void add_timeline(std::vector<Row>& rows, const Row& columns, const ServingResult& r, const std::string& source,
                   double every) {
-  if (every <= 0 || r.iterations.empty()) return;
-  const double end = r.iterations.back().end;
-  std::size_t i = 0;
-  for (int64_t k = 0;; ++k) {
-    const double t = double(k) * every;
-    if (t > end) break;
-    while (i < r.iterations.size() && r.iterations[i].end <= t) ++i;
-    const bool in = i < r.iterations.size() && r.iterations[i].start <= t;
-    const Iteration none;
-    const Iteration& it = in ? r.iterations[i] : none;
+  for (const auto& [t, it] : sample_iterations(r, every)) {
     Row tl;
     for (const auto& [col, _] : columns) tl.emplace_back(col, "");
     set_cell(tl, "row", "timeline");
@@ -137,6 +128,7 @@ ServingEnginePoint plan_serving_engine(const Params& p) {
 }
 
 std::vector<Row> serving_engine_rows(const ServingEnginePoint& sp, double every) {
+  if (every < 0) throw Error("parameter 'sample_every_s' must not be negative");
   const auto des_r = summarize(sp.des_roofline);
   std::optional<ServingSummary> des_m, eng;
   if (sp.des_measured) des_m = summarize(*sp.des_measured);

@@ -122,15 +122,7 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
   std::vector<Row> rows{sum};
   if (sample_every_s == 0 || r.iterations.empty()) return rows;
   // The KV memory every sample_every_s seconds: the iteration running then (nothing is held while idle).
-  const double end = r.iterations.back().end;
-  std::size_t i = 0;
-  for (int64_t k = 0;; ++k) {
-    const double t = double(k) * sample_every_s;
-    if (t > end) break;
-    while (i < r.iterations.size() && r.iterations[i].end <= t) ++i;
-    const bool in = i < r.iterations.size() && r.iterations[i].start <= t;
-    const Iteration none;
-    const Iteration& it = in ? r.iterations[i] : none;
+  for (const auto& [t, it] : sample_iterations(r, sample_every_s)) {
     Row tl;
     for (const auto& [col, _] : sum) tl.emplace_back(col, "");
     set_cell(tl, "row", "timeline");

@@ -188,6 +188,10 @@ struct ServingSummary {
 };
 ServingSummary summarize(const ServingResult& r);
 
+// The pass running at t = 0, every, 2 x every, ... up to the last pass's end (an empty Iteration while
+// idle: nothing is held then): KV memory over time. Empty without recorded iterations; every > 0.
+std::vector<std::pair<double, Iteration>> sample_iterations(const ServingResult& r, double every);
+
 // The timeline as Chrome trace JSON (chrome://tracing, ui.perfetto.dev): the engine's iterations
 // (prefill/decode tokens in their args) and KV memory counters, and per request its queueing,
 // prefill and decode spans and preemptions. Needs recorded iterations.
