@@ -17,5 +17,7 @@ std::function<void(const Params&)> linear_preflight();
 std::function<void(const Params&, std::vector<Row>&)> linear_measure();
 std::function<void(const Params&)> engine_preflight();
 std::function<void(const Params&, std::vector<Row>&)> engine_measure();
+std::function<void(const Params&)> eval_preflight();
+std::function<void(const Params&, std::vector<Row>&)> eval_measure();
 
 }  // namespace inferlab
