@@ -81,12 +81,12 @@ def agreement(torch, target, drafts, data, device, prompts, prompt_len, gen):
             passes, tokens = 0, 0
             for row in match.tolist():
                 i = 0
-                while i < len(row):
+                while i + gamma < len(row):  # whole passes only: γ proposals and the target's token
                     k = 0
-                    while k < gamma and i + k < len(row) and row[i + k]:
+                    while k < gamma and row[i + k]:
                         k += 1
                     passes += 1
-                    tokens += min(k + 1, len(row) - i)
+                    tokens += k + 1
                     i += k + 1
             per_gamma[str(gamma)] = tokens / passes
         res[name] = {"alpha": alpha, "tokens_per_target_pass": per_gamma,
