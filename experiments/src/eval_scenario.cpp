@@ -13,7 +13,7 @@ EvalConfig eval_config(const Params& p) {
   c.weight_format = param_weight_format(p);
   c.window = param_int(p, "window", 0);
   c.max_tokens = param_int(p, "max_tokens", 0);
-  c.agree_with = p.at("agree_with");
+  c.agree_with = p.at("agree_with") == "none" ? "" : p.at("agree_with");
   return c;
 }
 

@@ -651,7 +651,7 @@ const std::vector<Scenario>& scenarios() {
         {"weight_format", "none", "layer GEMM weights: none (bf16), int8, int4, sparse24"},
         {"window", "0", "tokens per sequence (0: the tokenizer's)"},
         {"max_tokens", "0", "predicted tokens at most (0: the whole file)"},
-        {"agree_with", "", "another model folder: share of positions with the same argmax"},
+        {"agree_with", "none", "another model folder: share of positions with the same argmax (none: not asked)"},
         {"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
         {"ceilings", "auto", "auto, datasheet or measured"},
         {"batch", "1", "decode speed: sequences"},

@@ -5,7 +5,8 @@
                        next-byte cross-entropy;
   2. draft-distilled   common.DRAFT (under 1/8 of the target), trained on the target's logits alone:
                        soft-target KL(p_target || p_draft) at temperature 1 over every position;
-  3. draft             the same draft, same seed and steps, trained on the data alone (cross-entropy).
+  3. draft             the same draft and seed, trained on the data alone (cross-entropy), in the same
+                       time box (so more steps than the distilled one, which also runs the target).
 
 Each is saved as a Hugging Face folder under --out (config.json + model.safetensors in bf16,
 byte_tokenizer.json, train_log.jsonl, provenance.json), with loss_curves.png beside them.
@@ -90,7 +91,8 @@ def train_one(torch, transformers, args, role, cfg_kw, data, val_windows, teache
     lr = args.lr_target if role == "target" else args.lr_draft
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if device.startswith("cuda") else {}))
-    steps = args.target_steps if role == "target" else args.draft_steps
+    flag = {"target": "target-steps", "draft-distilled": "distilled-steps", "draft": "draft-steps"}[role]
+    steps = getattr(args, flag.replace("-", "_"))
     budget = args.target_seconds if role == "target" else args.draft_seconds
     batches = Batches(torch, data, args.batch, args.window, args.seed + 1, device)
     log, t0, step, timed_from = [], time.time(), 0, None
@@ -158,8 +160,8 @@ def train_one(torch, transformers, args, role, cfg_kw, data, val_windows, teache
         "precision": "fp32 weights, bf16 autocast; saved in bf16",
         "seed": args.seed, "seconds": round(elapsed, 1),
         "val_loss_nats": final_val, "val_bits_per_byte": final_val / math.log(2), "val_perplexity": math.exp(final_val),
-        "reproduce": f"python3 scripts/train/train.py --seed {args.seed} --{'target' if role == 'target' else 'draft'}-steps {step}"
-                     f" --batch {args.batch} --corpus {args.corpus}",
+        "reproduce": f"python3 scripts/train/train.py --seed {args.seed} --{flag} {step} --batch {args.batch}"
+                     f" --corpus {args.corpus} --roles {role}" + ("" if role != "draft-distilled" else " (the target in --out)"),
         "corpus": args.corpus, "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else platform.processor(),
         "torch": torch.__version__, "transformers": transformers.__version__, "commit": args.commit,
@@ -202,7 +204,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--window", type=int, default=common.WINDOW)
     ap.add_argument("--target-steps", type=int, default=0)
-    ap.add_argument("--draft-steps", type=int, default=0)
+    ap.add_argument("--draft-steps", type=int, default=0, help="the draft trained on data alone")
+    ap.add_argument("--distilled-steps", type=int, default=0, help="the distilled draft")
     ap.add_argument("--target-seconds", type=float, default=165)
     ap.add_argument("--draft-seconds", type=float, default=55)
     ap.add_argument("--lr-target", type=float, default=1.5e-3)
@@ -222,6 +225,7 @@ def main():
         args.batch, args.window = 4, 64
         args.target_steps = args.target_steps or 30
         args.draft_steps = args.draft_steps or 20
+        args.distilled_steps = args.distilled_steps or 20
         args.val_every, args.log_every = 10, 5
     train = common.read_bytes(os.path.join(args.corpus, "train.txt"))
     val = common.read_bytes(os.path.join(args.corpus, "validation.txt"))

@@ -55,6 +55,12 @@ fs::path text_file(const fs::path& path, std::size_t n, uint32_t seed = 1) {
   return path;
 }
 
+EvalConfig cfg(const std::string& model, const std::string& data) {
+  EvalConfig c;
+  c.model = model, c.data = data;
+  return c;
+}
+
 TEST(Eval, WindowsPredictEveryByteOnceAfterBos) {
   const fs::path d = temp_dir("windows");
   const fs::path model = tiny_model(d / "m", 1);
@@ -125,27 +131,27 @@ TEST(Eval, BadInputIsAnErrorNamingTheFile) {
   const fs::path d = temp_dir("bad");
   const std::string model = tiny_model(d / "m", 1).string();
   const std::string text = text_file(d / "t.txt", 50).string();
-  auto refused = [](EvalConfig c, const std::vector<std::string>& needles) {
+  auto refused = [](const EvalConfig& c, const std::vector<std::string>& needles) {
     const std::string e = error_of([&] { plan_eval(c); });
     for (const auto& s : needles) EXPECT_NE(e.find(s), std::string::npos) << "expected '" << s << "' in: " << e;
   };
-  refused({model, (d / "missing.txt").string()}, {"missing.txt", "no such data file"});
-  refused({model, d.string()}, {d.string(), "not a regular file"});
+  refused(cfg(model, (d / "missing.txt").string()), {"missing.txt", "no such data file"});
+  refused(cfg(model, d.string()), {d.string(), "not a regular file"});
   fs::create_directories(d / "noweights");
   fs::copy_file(d / "m" / "config.json", d / "noweights" / "config.json");
-  refused({(d / "noweights").string(), text}, {"noweights", "model.safetensors"});
+  refused(cfg((d / "noweights").string(), text), {"noweights", "model.safetensors"});
   fs::remove(d / "m" / "byte_tokenizer.json");
-  refused({model, text}, {"byte_tokenizer.json", "t.txt"});
+  refused(cfg(model, text), {"byte_tokenizer.json", "t.txt"});
   std::ofstream(d / "ids.json") << "[[1, 2, 300]]";
-  refused({model, (d / "ids.json").string()}, {"vocabulary mismatch", "ids.json", "300", "264"});
+  refused(cfg(model, (d / "ids.json").string()), {"vocabulary mismatch", "ids.json", "300", "264"});
   std::ofstream(d / "bad.json") << "{\"not\": \"ids\"}";
-  refused({model, (d / "bad.json").string()}, {"bad.json", "token ids"});
+  refused(cfg(model, (d / "bad.json").string()), {"bad.json", "token ids"});
   // A byte tokenizer beside a model whose vocabulary cannot hold bytes.
   const std::string small = tiny_model(d / "small", 1, 200).string();
-  refused({small, text}, {"vocabulary mismatch", "200"});
+  refused(cfg(small, text), {"vocabulary mismatch", "200"});
   // Token ids work for any model: no BOS, the first id is context only.
   std::ofstream(d / "ok.json") << "[[5, 6, 7, 8]]";
-  EvalConfig c{model, (d / "ok.json").string()};
+  const EvalConfig c = cfg(model, (d / "ok.json").string());
   const EvalRun r = plan_eval(c);
   ASSERT_EQ(r.windows.size(), 1u);
   EXPECT_EQ(r.windows[0].input, (std::vector<int32_t>{5, 6, 7}));
@@ -164,7 +170,7 @@ TEST(Eval, CliReportsTheReferenceAndRefusesBadInputWithNonZeroExit) {
   const auto j = nlohmann::json::parse(out);
   EXPECT_TRUE(j["measured"].get<bool>());
   EXPECT_EQ(j["tokens"], 24);
-  EvalRun r = plan_eval({model, text});
+  EvalRun r = plan_eval(cfg(model, text));
   reference_eval(r);
   EXPECT_NEAR(j["perplexity"].get<double>(), r.score.perplexity(), 1e-9 * r.score.perplexity());
   EXPECT_GT(j["predicted_s"].get<double>(), 0.0);
