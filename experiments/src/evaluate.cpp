@@ -99,7 +99,10 @@ EvalRun plan_eval(const EvalConfig& c) {
       throw Error("eval: vocabulary mismatch: " + tok.string() + " needs ids up to " + std::to_string(std::max(bos, 255)) +
                   " but " + r.model.model.origin + " has vocab_size " + std::to_string(vocab));
   }
-  if (window <= 0) window = kDefaultWindow;
+  if (window <= 0) {  // token ids: 512, or the model's whole context where that is shorter
+    window = kDefaultWindow;
+    if (r.model.model.max_positions > 0) window = std::min(window, r.model.model.max_positions);
+  }
   if (window < 2) throw Error("eval: the window must hold at least 2 tokens");
   if (r.model.model.max_positions > 0 && window > r.model.model.max_positions)
     throw Error("eval: window " + std::to_string(window) + " exceeds " + r.model.model.origin +
