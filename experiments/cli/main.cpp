@@ -10,6 +10,8 @@
 //   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
 //   inferlab generate --model M --weights random|PATH --batch B --prompt-tokens P --new-tokens N
 //                   [--weight-format F] [--eager]   run the GPU engine (predict-only without a GPU)
+//   inferlab eval --model DIR --data FILE [--weight-format F] [--agree-with DIR] [--reference]
+//                   perplexity and top-1 accuracy on the engine (eval_verb.cpp)
 // Every verb takes --json for machine-readable output. Bad input prints "inferlab: error: ..." and
 // exits with status 1 (2 for command-line syntax errors).
 #include <cerrno>
@@ -44,6 +46,7 @@
 #include "inferlab/sim/paths.h"
 #include "inferlab/sim/warnings.h"
 #include "describe.h"
+#include "eval_verb.h"
 
 namespace fs = std::filesystem;
 using namespace inferlab;
@@ -966,6 +969,9 @@ int main(int argc, char** argv) {
   generate->add_flag("--profile", gen_profile, "kernel times of one decode step (CUPTI), by kernel");
   generate->add_flag("--json", json, "machine-readable output");
 
+  EvalArgs eval_args;
+  auto* eval = add_eval_command(app, eval_args, json);
+
   std::string fid_dir = (data_dir() / "results" / "nvidia-h100-80gb-hbm3").string();
   bool fid_write = false;
   auto* fidelity = app.add_subcommand("fidelity", "re-predict every committed measured point: error per kernel family");
@@ -988,8 +994,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 #ifdef INFERLAB_CUDA_CLI
-  if (*ceilings || (*generate && !gen_predict_only) || (*run && !run_opts.predict_only && runs_kernels(specs)) ||
-      (*serve && serve_engine == "gpu") || *calibrate)
+  if (*ceilings || (*generate && !gen_predict_only) || (*eval && !eval_args.reference) ||
+      (*run && !run_opts.predict_only && runs_kernels(specs)) || (*serve && serve_engine == "gpu") || *calibrate)
     if (const int rc = hand_over(argv)) return rc;
 #endif
   // Warnings (a model config read with an assumption, say) go to stderr after the output.
@@ -1011,6 +1017,7 @@ int main(int argc, char** argv) {
     if (*plot) status = cmd_plot(plot_args, json);
     if (*ceilings) status = cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
     if (*generate) status = cmd_generate(gen_p, gen_predict_only, gen_profile, json);
+    if (*eval) status = cmd_eval(eval_args, json);
     if (*fidelity) {
       const auto pts = repredict_results(fid_dir, fid_write);
       if (json) {

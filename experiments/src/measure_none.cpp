@@ -1,4 +1,5 @@
 // Built without CUDA: no scenario can measure; every point is predicted only.
+#include "inferlab/experiments/evaluate.h"
 #include "inferlab/experiments/generate.h"
 #include "inferlab/experiments/serve_engine.h"
 #include "inferlab/sim/error.h"
@@ -33,6 +34,14 @@ EngineKvGeometry engine_kv_geometry(const ServingConfig&, const EngineServeOptio
 StepTimingTable calibrate_engine(const ServingConfig&, const EngineServeOptions&, const std::vector<int64_t>&,
                                  const std::vector<int64_t>&, int64_t, int64_t, int) {
   no_engine();
+}
+
+std::function<void(const Params&)> eval_preflight() { return {}; }
+std::function<void(const Params&, std::vector<Row>&)> eval_measure() { return {}; }
+
+void measure_eval(EvalRun&) {
+  throw Error("eval: the engine computes the perplexity on a GPU: this binary was built without CUDA "
+              "(--reference computes it with the CPU reference forward, for tiny models)");
 }
 
 }  // namespace inferlab

@@ -27,5 +27,7 @@ std::function<void(const Params&)> serving_engine_preflight();
 std::function<void(const Params&, std::vector<Row>&)> serving_engine_measure();
 std::function<void(const Params&)> engine_preflight();
 std::function<void(const Params&, std::vector<Row>&)> engine_measure();
+std::function<void(const Params&)> eval_preflight();
+std::function<void(const Params&, std::vector<Row>&)> eval_measure();
 
 }  // namespace inferlab

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "inferlab/experiments/evaluate.h"
 #include "inferlab/experiments/generate.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
@@ -235,7 +236,10 @@ const std::vector<std::string>& raw_measured_columns() {
                                                    "measured_bf16_s", "rel_error", "measured_on", "measured_commit",
                                                    // engine: generation measured end to end
                                                    "tokens_per_s", "gpu_tokens_per_s", "share_of_limit",
-                                                   "engine_weight_bytes", "device"};
+                                                   "engine_weight_bytes", "device",
+                                                   // eval: perplexity on the engine
+                                                   "perplexity", "nll_per_token", "bits_per_token", "top1_accuracy",
+                                                   "agreement", "eval_s", "median_step_measured_s"};
   return columns;
 }
 
@@ -638,6 +642,31 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return generate_rows(plan_generate(generate_config(p))); },
        engine_preflight(),
        engine_measure(),
+       true},
+      {"eval",
+       "perplexity and top-1 accuracy of a model folder on a text, teacher-forced on the GPU engine, beside the "
+       "engine's decode tokens/s with the same weights (experiments/evaluate.h)",
+       {{"model", "", "Hugging Face model folder (config.json + model.safetensors)"},
+        {"data", "", "text file (UTF-8 bytes; the folder's byte_tokenizer.json) or .json token ids"},
+        {"weight_format", "none", "layer GEMM weights: none (bf16), int8, int4, sparse24"},
+        {"window", "0", "tokens per sequence (0: the tokenizer's)"},
+        {"max_tokens", "0", "predicted tokens at most (0: the whole file)"},
+        {"agree_with", "none", "another model folder: share of positions with the same argmax (none: not asked)"},
+        {"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"batch", "1", "decode speed: sequences"},
+        {"prompt_tokens", "128", "decode speed: prompt tokens"},
+        {"new_tokens", "128", "decode speed: tokens generated (0: no speed measured)"}},
+       [](const Params& p) {
+         const EvalRun e = plan_eval(eval_config(p));
+         const auto g = eval_speed_config(p);
+         const Hardware hw = load_hardware(p.at("hardware"), parse_ceilings_mode(p.at("ceilings")));
+         if (!g) return eval_rows(e, nullptr, hw);
+         const GenerateRun run = plan_generate(*g);
+         return eval_rows(e, &run, hw);
+       },
+       eval_preflight(),
+       eval_measure(),
        true},
       {"linear",
        "a linear layer Y[m, n] = X[m, k] W[n, k]^T with its weight in one format (kernels/gemm): bf16, fp16, "
