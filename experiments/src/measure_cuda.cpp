@@ -21,9 +21,7 @@
 #include "measurers.h"
 
 namespace inferlab {
-namespace {
 
-// The GPU this process measures must be the hardware the row is predicted for.
 void check_same_gpu(const Hardware& hw) {
   static const GpuInfo gpu = detect_gpu();
   if (!gpu.present) throw Error("measuring needs a GPU: " + gpu.reason);
@@ -32,6 +30,8 @@ void check_same_gpu(const Hardware& hw) {
     throw Error("this GPU is " + gpu.name + " (" + (id.empty() ? std::string("no hardware file lists it") : id) +
                 ") but the point predicts for " + hw.id + ": measure on that GPU, set hardware, or use --predict-only");
 }
+
+namespace {
 
 // The raw measurement; derive_measured (scenarios.cpp) computes the rest from it and the row's cost.
 void fill_measured(Row& r, const Timing& t, const std::string& kernels) {

@@ -2,6 +2,7 @@
 #include "inferlab/experiments/evaluate.h"
 #include "inferlab/experiments/generate.h"
 #include "inferlab/experiments/serve_engine.h"
+#include "inferlab/experiments/speculative_engine.h"
 #include "inferlab/sim/error.h"
 #include "measurers.h"
 
@@ -34,6 +35,12 @@ EngineKvGeometry engine_kv_geometry(const ServingConfig&, const EngineServeOptio
 StepTimingTable calibrate_engine(const ServingConfig&, const EngineServeOptions&, const std::vector<int64_t>&,
                                  const std::vector<int64_t>&, int64_t, int64_t, int) {
   no_engine();
+}
+
+std::function<void(const Params&)> speculative_engine_preflight() { return {}; }
+std::function<void(const Params&, std::vector<Row>&)> speculative_engine_measure() { return {}; }
+SpecEngineMeasurement measure_speculative_engine(const SpecEngineConfig&) {
+  throw Error("speculative decoding on the engine needs a CUDA build and a GPU (this binary was built without CUDA)");
 }
 
 std::function<void(const Params&)> eval_preflight() { return {}; }

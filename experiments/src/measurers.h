@@ -17,6 +17,9 @@ std::function<void(const Params&)> decode_preflight();
 std::function<void(const Params&, std::vector<Row>&)> decode_measure();
 std::function<void(const Params&)> linear_preflight();
 std::function<void(const Params&, std::vector<Row>&)> linear_measure();
+struct Hardware;
+// CUDA builds: the GPU this process measures must be the hardware the row is predicted for.
+void check_same_gpu(const Hardware& hw);
 class Engine;
 // CUDA builds: the one engine kept on the GPU across points (measure_cuda.cpp), rebuilt by `build` when
 // the key changes or `fits` says the cached one cannot run the point.
@@ -29,5 +32,7 @@ std::function<void(const Params&)> engine_preflight();
 std::function<void(const Params&, std::vector<Row>&)> engine_measure();
 std::function<void(const Params&)> eval_preflight();
 std::function<void(const Params&, std::vector<Row>&)> eval_measure();
+std::function<void(const Params&)> speculative_engine_preflight();
+std::function<void(const Params&, std::vector<Row>&)> speculative_engine_measure();
 
 }  // namespace inferlab

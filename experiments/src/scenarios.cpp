@@ -1,4 +1,5 @@
 #include "inferlab/experiments/scenarios.h"
+#include "inferlab/experiments/speculative_engine.h"
 
 #include <algorithm>
 #include <cmath>
@@ -768,6 +769,32 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return serving_engine_rows(plan_serving_engine(p), param_double(p, "sample_every_s")); },
        serving_engine_preflight(),
        serving_engine_measure(),
+       true},
+      {"speculative_engine",
+       "speculative vs plain decoding measured on the GPU engine (draft model, quantized self-draft or n-gram "
+       "prompt lookup), beside sim/speculative's speedup from the measured acceptance and step costs",
+       {{"model", "", "target: a model name or config (random weights) or its Hugging Face folder (weights)"},
+        {"weights", "random", "random (seeded) or the target's Hugging Face folder"},
+        {"drafter", "model", "model (a draft model), self (the target quantized: draft_format) or ngram"},
+        {"draft", "none", "drafter model: the draft model's name, config or folder"},
+        {"draft_weights", "auto", "drafter model: random, a folder, or auto (the draft's own folder, else random)"},
+        {"draft_format", "none", "self: int8 or int4; model: the draft's weight format (none: bf16)"},
+        {"gamma", "4", "tokens drafted per round (1 .. 15)"},
+        {"batch", "1", "sequences decoding together"},
+        {"prompt_tokens", "128", "tokens of each prompt"},
+        {"new_tokens", "128", "tokens each sequence generates at least"},
+        {"prompts", "random", "a text file (byte-level models: its bytes) or random token ids"},
+        {"temperature", "0", "0: greedy (verified token for token); > 0: rejection sampling"},
+        {"seed", "1", "random weights, prompts and sampling"},
+        {"ngram_min", "1", "ngram: shortest suffix matched"},
+        {"ngram_max", "3", "ngram: longest suffix matched"},
+        {"graphs", "true", "CUDA graphs for uniform steps (decode, verification, drafting)"},
+        {"alpha_prior", "0.8", "without a GPU: the alpha of the roofline's speedup"},
+        {"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "measured", kCeilingsHelp}},
+       [](const Params& p) { return speculative_engine_rows(spec_engine_config(p), std::nullopt); },
+       speculative_engine_preflight(),
+       speculative_engine_measure(),
        true},
       {"speculative",
        "speculative decoding: expected tokens per pass, speedup (cost model and closed form), optimal draft length",

@@ -19,6 +19,7 @@
 
 #include "inferlab/kernels/engine/engine.h"
 #include "inferlab/kernels/engine/reference.h"
+#include "inferlab/kernels/engine/speculative.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/rng.h"
 
@@ -278,6 +279,129 @@ TEST(EngineGpu, RefusesWhatDoesNotFitAndStaysUnchanged) {
   EXPECT_EQ(small.held_tokens(0), 900);
   s.tokens = {600};
   EXPECT_NE(error_of([&] { small.step({s}); }).find("outside the vocabulary"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- speculative decoding (speculative.h)
+
+// Uniform multi-token steps (verification: k = gamma + 1 tokens, k logit rows; a draft's catch-up: k = 2,
+// 1 row) replay as CUDA graphs bit-identical to eager steps, with the batch padded (3 -> 4).
+TEST(EngineGpu, MultiTokenGraphsAreBitIdenticalToEager) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 21};
+  const EngineModel em = tiny("llama");
+  const uint64_t seed = rng.next();
+  EngineOptions eager_opt = tiny_options(seed);
+  eager_opt.graphs = false;
+  Engine graph(em, tiny_options(seed)), eager(em, eager_opt);
+  const int B = 3;
+  for (int b = 0; b < B; ++b) {
+    const auto prompt = random_tokens(rng, 30 + 11 * b, em.model.vocab);
+    ASSERT_EQ(prefill_logits(graph, b, prompt), prefill_logits(eager, b, prompt));
+  }
+  int replays = 0;
+  for (int round = 0; round < 12; ++round) {
+    const int64_t k = round % 3 == 2 ? 2 : 5, l = k == 2 ? 1 : k;
+    std::vector<SequenceInput> in(B);
+    for (int b = 0; b < B; ++b) in[b].slot = b, in[b].tokens = random_tokens(rng, k, em.model.vocab), in[b].logits = l;
+    const StepOutput go = graph.step(in, true), eo = eager.step(in, true);
+    ASSERT_EQ(go.logits, eo.logits) << "round " << round << (go.graph ? " (graph replay)" : " (eager, before capture)");
+    ASSERT_EQ(go.tokens, eo.tokens);
+    replays += go.graph;
+    // Roll back part of the pass, as a rejected draft does.
+    for (int b = 0; b < B; ++b) {
+      const int64_t keep = graph.held_tokens(b) - int64_t(rng.next() % uint64_t(k));
+      graph.truncate(b, keep), eager.truncate(b, keep);
+    }
+  }
+  EXPECT_GE(replays, 8) << "uniform multi-token steps should replay graphs after their first run";
+}
+
+// Greedy speculative decoding emits exactly plain greedy decoding's tokens, for every drafter, gamma 1..8,
+// batch 1 and 3: the drafter only changes how many target passes it takes.
+TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 22};
+  const EngineModel em = tiny("llama");
+  const uint64_t seed = rng.next();
+  Engine target(em, tiny_options(seed));
+  EngineOptions q8 = tiny_options(seed), q4 = tiny_options(seed), other = tiny_options(seed + 1);
+  q8.weight_format = WeightFormat::int8, q4.weight_format = WeightFormat::int4;
+  Engine self8(em, q8), self4(em, q4), small(em, other);
+  std::vector<std::unique_ptr<SpeculativeDrafter>> drafters;
+  drafters.push_back(make_ngram_drafter(1, 3));
+  drafters.push_back(make_model_drafter(self8, "int8 self-draft"));
+  drafters.push_back(make_model_drafter(self4, "int4 self-draft"));
+  drafters.push_back(make_model_drafter(small, "another model"));
+  const int64_t new_tokens = 48;
+  for (int B : {1, 3}) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (int b = 0; b < B; ++b) {
+      // Repetitive prompts give the n-gram drafter matches.
+      auto piece = random_tokens(rng, 6, em.model.vocab), p = random_tokens(rng, 5 + b, em.model.vocab);
+      for (int r = 0; r < 4; ++r) p.insert(p.end(), piece.begin(), piece.end());
+      prompts.push_back(p);
+    }
+    const GenerationResult plain = plain_generate(target, prompts, new_tokens, SamplingParams{});
+    for (auto& d : drafters)
+      for (int64_t gamma = 1; gamma <= 8; ++gamma) {
+        SCOPED_TRACE(d->name() + ", gamma " + std::to_string(gamma) + ", batch " + std::to_string(B));
+        const GenerationResult spec = speculative_generate(target, *d, prompts, new_tokens, gamma, SamplingParams{});
+        for (int b = 0; b < B; ++b) {
+          ASSERT_GE(spec.tokens[b].size(), std::size_t(new_tokens));
+          const std::vector<int32_t> head(spec.tokens[b].begin(), spec.tokens[b].begin() + new_tokens);
+          ASSERT_EQ(head, plain.tokens[b]) << "sequence " << b;
+        }
+        EXPECT_EQ(spec.spec.emitted, spec.spec.accepted + spec.spec.sequence_rounds);
+        EXPECT_LE(spec.spec.tokens_per_pass(), double(gamma + 1));
+        if (d->name() == "int8 self-draft") EXPECT_GT(spec.spec.alpha(), 0.5) << "int8 of the same weights drafts well";
+        EXPECT_EQ(target.kv().allocator().free_blocks(), target.kv().allocator().num_blocks()) << "blocks leaked";
+      }
+  }
+}
+
+// After rounds with rejections, the target holds exactly the committed text's KV: as many free blocks as an
+// engine that prefilled the same text, and the next logits equal the CPU reference's for the whole text.
+TEST(EngineGpu, SpeculativeRollbackLeavesThePlainRunsBlocksAndKv) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 23};
+  const EngineModel em = tiny("llama");
+  const uint64_t seed = rng.next();
+  Engine target(em, tiny_options(seed)), plain(em, tiny_options(seed)), draft(em, tiny_options(seed + 7));
+  auto drafter = make_model_drafter(draft);
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(rng, 21, em.model.vocab)};
+  const GenerationResult spec = speculative_generate(target, *drafter, prompts, 40, 6, SamplingParams{}, false);
+  ASSERT_GT(spec.spec.rejections, 0) << "an unrelated draft model should be rejected sometimes";
+  std::vector<int32_t> text = prompts[0];
+  text.insert(text.end(), spec.tokens[0].begin(), spec.tokens[0].end());
+  ASSERT_EQ(target.held_tokens(0), int64_t(text.size()) - 1);
+  prefill_logits(plain, 0, std::vector<int32_t>(text.begin(), text.end() - 1));
+  EXPECT_EQ(target.kv().allocator().free_blocks(), plain.kv().allocator().free_blocks());
+  const Tolerance t = reference(em, target.download_weights(), text);
+  const std::vector<float> next = decode_logits(target, {{0, text.back()}});
+  EXPECT_LE(max_diff(next, t.ref, (text.size() - 1) * std::size_t(em.model.vocab)), t.tol);
+  EXPECT_LE(max_diff(decode_logits(plain, {{0, text.back()}}), t.ref, (text.size() - 1) * std::size_t(em.model.vocab)), t.tol);
+}
+
+// Bad input: gamma < 1, a draft of another vocabulary, a context beyond the engines'.
+TEST(EngineGpu, SpeculativeRefusesBadInput) {
+  REQUIRE_GPU();
+  const EngineModel em = tiny("llama");
+  Engine target(em, tiny_options(1));
+  nlohmann::json j = tiny_config("llama");
+  j["vocab_size"] = 500;
+  EngineModel other;
+  other.model = model_from_hf_json(j, "tiny-500", "tiny.json");
+  other.arch = arch_from_hf_json(j, other.model, "tiny.json");
+  Engine draft(other, tiny_options(2));
+  auto md = make_model_drafter(draft), ng = make_ngram_drafter();
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4}};
+  EXPECT_NE(error_of([&] { speculative_generate(target, *ng, prompts, 8, 0, SamplingParams{}); }).find("gamma must be at least 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { speculative_generate(target, *md, prompts, 8, 2, SamplingParams{}); }).find("vocabulary of 500 tokens differs"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { speculative_generate(target, *ng, prompts, 1020, 4, SamplingParams{}); }).find("needs a context of"),
+            std::string::npos);
+  EXPECT_EQ(target.kv().allocator().free_blocks(), target.kv().allocator().num_blocks());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The engine (engine.h): memory plan, the KV blocks of every sequence, a step's metadata in one copy,
-// eager steps and CUDA graphs of uniform decode steps, timing.
+// eager steps and CUDA graphs of uniform steps (decode, verification), timing.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -231,10 +231,16 @@ StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits
   const int64_t S = int64_t(in.size());
   int64_t nd = 0;
   for (std::size_t i : order) nd += in[i].tokens.size() == 1;
-  const bool uniform = nd == S && rows == S;
+  // A uniform step: every sequence brings the same k new tokens with the same l logit rows (a decode step:
+  // k = l = 1; a speculative verification: k = l = gamma + 1; a draft's catch-up: k = 2, l = 1). Its shape
+  // is fixed by (padded batch, k, l, context bucket), so it runs as a CUDA graph.
+  const int64_t k = int64_t(in[0].tokens.size()), l = in[0].logits;
+  bool uniform = l >= 1 && k <= kGraphMaxNewTokens;  // not prefills: a graph per prompt length would pile up
+  for (const SequenceInput& s : in) uniform = uniform && int64_t(s.tokens.size()) == k && s.logits == l;
   const int64_t pad = uniform && o.graphs ? graph_batch_size(S) : S;
-  const bool graph = uniform && o.graphs && pad <= o.max_sequences && pad <= o.max_step_tokens && pad <= e.max_logit_rows;
-  const int64_t Sx = graph ? pad : S, Tx = graph ? pad : tokens, Rx = graph ? pad : rows;
+  const bool graph = uniform && o.graphs && pad <= o.max_sequences && pad * k <= o.max_step_tokens &&
+                     pad * l <= e.max_logit_rows;
+  const int64_t Sx = graph ? pad : S, Tx = graph ? pad * k : tokens, Rx = graph ? pad * l : rows;
 
   std::vector<int64_t> past(in.size());
   int64_t max_ctx = 0, prefill_max_q = 0, prefill_max_ctx = 0, decode_max_ctx = 0;
@@ -248,10 +254,14 @@ StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits
   for (std::size_t i : order) e.blocks->grow(in[i].slot, past[i] + int64_t(in[i].tokens.size()));
 
   StepShape sh;
-  sh.tokens = Tx, sh.sequences = Sx, sh.decode_sequences = graph ? Sx : nd, sh.logit_rows = Rx;
+  sh.tokens = Tx, sh.sequences = Sx, sh.decode_sequences = graph ? (k == 1 ? Sx : 0) : nd, sh.logit_rows = Rx;
   sh.prefill_max_q = prefill_max_q, sh.prefill_max_context = prefill_max_ctx;
   sh.decode_context_bucket = context_bucket(decode_max_ctx);
-  const int64_t width = graph ? ceil_div(sh.decode_context_bucket, o.block_size) : ceil_div(max_ctx, o.block_size);
+  // A multi-token graph plans its attention for the bucket of the longest context (the persistent prefill
+  // kernel's grid depends on the sequences and k only; the contexts are read on the device).
+  const int64_t bucket = graph ? (k == 1 ? sh.decode_context_bucket : context_bucket(max_ctx)) : 0;
+  if (graph && k > 1) sh.prefill_max_context = std::min(bucket, e.table_width * o.block_size);
+  const int64_t width = graph ? ceil_div(bucket, o.block_size) : ceil_div(max_ctx, o.block_size);
   sh.layout = meta_layout(Tx, Sx, std::min(width, e.table_width), Sx - sh.decode_sequences, Rx);
   const MetaLayout& L = sh.layout;
 
@@ -301,6 +311,8 @@ StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits
       }
     }
   }
+  if (graph && k > 1)  // padding sequences of a multi-token graph: k query rows each, no keys
+    for (int64_t si = S; si < Sx; ++si) qs[si + 1] = qs[si] + int32_t(k);
   for (; r < Rx; ++r) lrow[r] = int32_t(r);  // padding rows: their own (finite) rows
 
   StepOutput out;
@@ -313,7 +325,7 @@ StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits
 
   INFERLAB_CUDA_CHECK(cudaEventRecord(e.start, e.stream));
   INFERLAB_CUDA_CHECK(cudaMemcpyAsync(e.meta.get(), hb, L.total, cudaMemcpyHostToDevice, e.stream));
-  const auto key = std::make_pair(pad, sh.decode_context_bucket);
+  const GraphKey key{pad, k, l, bucket};
   auto g = graph ? e.graphs.find(key) : e.graphs.end();
   if (g != e.graphs.end()) {
     INFERLAB_CUDA_CHECK(cudaGraphLaunch(g->second, e.stream));

@@ -5,6 +5,7 @@
 //   engine.cpp          memory plan, step metadata, KV blocks, CUDA graphs, timing
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -65,6 +66,14 @@ struct StepShape {
   MetaLayout layout;
 };
 
+// A CUDA graph's shape: padded batch, new tokens and logit rows per sequence, context bucket.
+struct GraphKey {
+  int64_t batch, tokens, logits, bucket;
+  bool operator<(const GraphKey& o) const {
+    return std::tie(batch, tokens, logits, bucket) < std::tie(o.batch, o.tokens, o.logits, o.bucket);
+  }
+};
+
 struct Engine::Impl {
   EngineModel em;
   EngineOptions opt;
@@ -84,7 +93,7 @@ struct Engine::Impl {
   DeviceBuffer<uint8_t> meta, decode_ws, prefill_ws, linear_ws, sample_ws, cublas_ws;
   uint8_t* meta_host = nullptr;        // pinned mirror of `meta`
   std::size_t meta_bytes = 0, linear_ws_bytes = 0;
-  std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs;  // (padded batch, context bucket)
+  std::map<GraphKey, cudaGraphExec_t> graphs;
 
   void forward(const StepShape& s);  // forward.cpp: every launch of one step on `stream`
 };

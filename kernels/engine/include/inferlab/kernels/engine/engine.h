@@ -10,7 +10,8 @@
 // Linear layers: bf16 weights through the streaming GEMV (kernels/gemm/gemv.h) for at most
 // kEngineGemvMaxTokens (sim/engine_step.h) tokens and cuBLAS above; int8 / int4 / 2:4 weights (quantized at load) through the weight-only kernels (kernels/gemm).
 // KV cache: paged blocks from the one block manager (sim/kv_blocks.h PagedKvManager), one block table for
-// every layer. Uniform decode steps (every sequence new = 1) run as CUDA graphs, one per padded batch size
+// every layer. Uniform steps (every sequence brings the same k new tokens with the same number of logit rows:
+// decode steps, speculative verification passes) run as CUDA graphs, one per padded batch size, k, logit rows
 // and context bucket (captured on first use, after an eager run of that shape), unless `graphs` is off.
 // Plain C++ header.
 #include <cstdint>
@@ -39,7 +40,7 @@ struct EngineOptions {
   int64_t max_logit_rows = 0;      // positions whose logits one step computes (0: max_sequences)
   int64_t kv_blocks = 0;           // 0: as many as fit in kv_memory_fraction of the memory left
   double kv_memory_fraction = 0.9;
-  bool graphs = true;              // CUDA graphs for uniform decode steps
+  bool graphs = true;              // CUDA graphs for uniform steps
 };
 
 struct SamplingParams {
@@ -108,6 +109,8 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
+// The most new tokens per sequence of a step run as a CUDA graph (speculative verification takes gamma + 1).
+inline constexpr int64_t kGraphMaxNewTokens = 16;
 // The padded batch sizes decode graphs are captured for: 1, 2, 4, 8, then every 8 to 64, every 16 above.
 int64_t graph_batch_size(int64_t batch);
 // The context bucket a decode step is planned for (the split-KV kernel's pieces): sim/engine_step.h's
