@@ -1,0 +1,17 @@
+#pragma once
+// Verbs kept in files of their own (cli/merge.cpp, ...): each adds its
+// subcommand and options to the app and returns what runs it once the command line is parsed.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace inferlab::cli {
+
+struct Verb {
+  CLI::App* command = nullptr;
+  std::function<int()> run;  // the exit status; inferlab::Error for bad input, as every verb
+};
+
+Verb add_merge_verb(CLI::App& app, bool& json);
+
+}  // namespace inferlab::cli
