@@ -7,6 +7,7 @@
 //                   --scheduler continuous --kv paged --block-size 16 [--chrome-trace out.json]
 //   inferlab run SPEC.yaml... [--predict-only] [--out DIR] [--fresh] [--shard I/N]
 //   inferlab merge DIR [--out DIR]     join the shards of a run spread over processes (cli/merge.cpp)
+//   inferlab report RESULTS_DIR [--out PAGE.html]   one HTML page of a results folder (cli/report.cpp)
 //   inferlab compare --model A,B --hardware G,H [--batch B --context C]   side by side (cli/compare.cpp)
 //   inferlab plot RESULTS.csv [--plot NAME] [--out DIR]
 //   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
@@ -875,7 +876,7 @@ int main(int argc, char** argv) {
   plot->add_flag("--check", plot_args.check, "check that the plots can be drawn from the CSV; draw nothing");
   plot->add_flag("--json", json, "machine-readable output");
 
-  const std::vector<Verb> verbs = {add_merge_verb(app, json), add_compare_verb(app, json)};
+  const std::vector<Verb> verbs = {add_merge_verb(app, json), add_compare_verb(app, json), add_report_verb(app, json)};
 
   try {
     app.parse(argc, argv);

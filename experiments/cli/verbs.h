@@ -1,5 +1,5 @@
 #pragma once
-// Verbs kept in files of their own (cli/merge.cpp, cli/compare.cpp, ...): each adds its
+// Verbs kept in files of their own (cli/merge.cpp, cli/compare.cpp, cli/report.cpp): each adds its
 // subcommand and options to the app and returns what runs it once the command line is parsed.
 #include <functional>
 
@@ -14,5 +14,6 @@ struct Verb {
 
 Verb add_merge_verb(CLI::App& app, bool& json);
 Verb add_compare_verb(CLI::App& app, bool& json);
+Verb add_report_verb(CLI::App& app, bool& json);
 
 }  // namespace inferlab::cli
