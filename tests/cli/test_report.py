@@ -209,6 +209,9 @@ class Report(clitest.CliTestCase):
         self.assertRegex("".join(self.page.text), r"over %d measured rows: median" % len(rows))
         self.assertLess(abs(median), 1)
 
+    def test_help(self):
+        self.assertIn("--json", self.ok("report", "--help").stdout)
+
     def test_bad_input_writes_nothing(self):
         empty = os.path.join(self.tmp, "empty")
         os.makedirs(empty, exist_ok=True)

@@ -189,6 +189,10 @@ class Shards(clitest.CliTestCase):
         self.ok("merge", out, "--no-plots")
         self.assertEqual(self.merged_csv(out), self.expected)
 
+    def test_help_and_json(self):
+        self.assertIn("--json", self.ok("merge", "--help").stdout)
+        self.assertIn("--shard", self.ok("run", "--help").stdout)
+
     def test_folders_without_results_or_shards(self):
         empty = os.path.join(self.tmp, "empty")
         os.makedirs(empty)
