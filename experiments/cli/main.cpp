@@ -13,6 +13,8 @@
 //   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
 //   inferlab generate --model M --weights random|PATH --batch B --prompt-tokens P --new-tokens N
 //                   [--weight-format F] [--eager]   run the GPU engine (predict-only without a GPU)
+//   inferlab eval --model DIR --data FILE [--weight-format F] [--agree-with DIR] [--reference]
+//                   perplexity and top-1 accuracy on the engine (eval_verb.cpp)
 // Every verb takes --json for machine-readable output. Bad input prints "inferlab: error: ..." and
 // exits with status 1 (2 for command-line syntax errors).
 #include <cerrno>
@@ -20,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <unistd.h>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -46,6 +49,7 @@
 #include "inferlab/sim/paths.h"
 #include "inferlab/sim/warnings.h"
 #include "describe.h"
+#include "eval_verb.h"
 #include "verbs.h"
 
 namespace fs = std::filesystem;
@@ -296,30 +300,39 @@ int cmd_memory(const Params& p, bool json) {
 // ---------------------------------------------------------------- serve
 struct ServeFiles {
   std::string chrome_trace, timeline, requests;
+  std::vector<std::pair<std::string, std::string>> outputs() const {
+    return {{chrome_trace, "--chrome-trace"}, {timeline, "--timeline"}, {requests, "--requests-csv"}};
+  }
+  // Every output folder must exist before the run: a failure afterwards would leave some files written.
+  void check() const {
+    for (const auto& [path, flag] : outputs()) {
+      if (path.empty()) continue;
+      const fs::path dir = fs::absolute(path).parent_path();
+      if (!fs::is_directory(dir)) throw Error(flag + " " + path + ": folder " + dir.string() + " does not exist");
+    }
+  }
+  // Writes the asked-for files of a run (each atomically); returns their paths.
+  std::vector<std::string> write(const ServingResult& r, const std::string& title) const {
+    std::vector<std::string> written;
+    for (const auto& [path, flag] : outputs()) {
+      if (path.empty()) continue;
+      write_file_atomic(path, flag == "--chrome-trace" ? chrome_trace_json(r, title)
+                              : flag == "--timeline"   ? iterations_csv(r)
+                                                       : requests_csv(r));
+      written.push_back(path);
+    }
+    return written;
+  }
 };
 
 int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
-  // Every output folder must exist before the run: a failure afterwards would leave some files written.
-  const std::vector<std::pair<std::string, std::string>> outputs = {
-      {files.chrome_trace, "--chrome-trace"}, {files.timeline, "--timeline"}, {files.requests, "--requests-csv"}};
-  for (const auto& [path, flag] : outputs) {
-    if (path.empty()) continue;
-    const fs::path dir = fs::absolute(path).parent_path();
-    if (!fs::is_directory(dir)) throw Error(flag + " " + path + ": folder " + dir.string() + " does not exist");
-  }
+  files.check();
   const ServingPoint sp = evaluate_serving_point(complete_params(find_scenario("serving"), p));
   const ServingSummary& s = sp.summary;
   const ServingConfig& c = sp.config;
   const std::string title = sp.model.name + " on " + sp.hardware.id + ", " + scheduler_name(c.scheduler) + " / " +
-                            kv_scheme_name(c.kv);
-  std::vector<std::string> written;
-  for (const auto& [path, flag] : outputs) {
-    if (path.empty()) continue;
-    write_file_atomic(path, flag == "--chrome-trace" ? chrome_trace_json(sp.result, title)
-                            : flag == "--timeline"   ? iterations_csv(sp.result)
-                                                     : requests_csv(sp.result));
-    written.push_back(path);
-  }
+                            kv_layout_name(c.kv);
+  const std::vector<std::string> written = files.write(sp.result, title);
   nlohmann::json rejected = nlohmann::json::array();
   for (const auto& q : sp.result.requests)
     if (q.rejected) rejected.push_back({{"id", q.id}, {"reason", q.reason}});
@@ -329,7 +342,7 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
                 {"config",
                  {{"scheduler", scheduler_name(c.scheduler)},
                   {"priority", priority_name(c.priority)},
-                  {"kv", kv_scheme_name(c.kv)},
+                  {"kv", kv_layout_name(c.kv)},
                   {"block_tokens", block_tokens(c)},
                   {"max_len", c.max_len},
                   {"max_batch", c.max_batch},
@@ -350,7 +363,7 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
   fmt::print("scheduler {}{} · KV {} ({} tokens a block) · max_len {} · max_batch {} · {} tokens a pass\n",
              scheduler_name(c.scheduler),
              c.scheduler == Scheduler::static_batching ? "" : " (" + priority_name(c.priority) + ")",
-             kv_scheme_name(c.kv), block_tokens(c), c.max_len, c.max_batch,
+             kv_layout_name(c.kv), block_tokens(c), c.max_len, c.max_batch,
              c.max_batch_tokens ? c.max_batch_tokens : default_batch_tokens(c));
   fmt::print("KV memory {} per device: {} blocks, {} tokens at {} per token\n\n", gb(c.kv_capacity_bytes),
              sp.result.blocks_total, sp.result.blocks_total * sp.result.block_tokens, si(c.kv_bytes_per_token, "B"));
@@ -373,6 +386,83 @@ int cmd_serve(const Params& p, const ServeFiles& files, bool json) {
     fmt::print("rejected request {}: {}\n", rejected[i]["id"].get<int64_t>(), rejected[i]["reason"].get<std::string>());
   if (rejected.size() > 10) fmt::print("... and {} more rejected\n", rejected.size() - 10);
   for (const auto& f : written) fmt::print("wrote {}\n", f);
+  return 0;
+}
+
+// serve --engine gpu: the trace on the GPU engine, beside the simulator on the same KV memory.
+int cmd_serve_engine(Params p, const ServeFiles& files, bool json) {
+  for (const char* k : {"tp", "gpu_memory_utilization", "max_positions", "dtype", "weight_dtype", "act_dtype", "kv_dtype"})
+    if (p.count(k)) throw Error(std::string("serve --engine gpu: option '") + k + "' does not apply to the engine (bf16, one GPU)");
+  if (!p.count("kv_gib"))
+    throw Error("serve --engine gpu: give --kv-gib (the KV memory the engine and the simulator share)");
+  if (!p.count("max_len")) p["max_len"] = "2048";
+  if (!p.count("trace_max_tokens") && !p.count("trace")) p["trace_max_tokens"] = p["max_len"];
+  files.check();
+  ServingEnginePoint sp = plan_serving_engine(complete_params(find_scenario("serving_engine"), p));
+#ifdef INFERLAB_HAVE_CUDA
+  const GpuInfo gpu = detect_gpu();
+  if (!gpu.present) throw Error("serve --engine gpu: no GPU (" + gpu.reason + ")");
+  sp.engine = serve_on_engine(sp.trace, sp.config, sp.options);
+#else
+  throw Error("serve --engine gpu: running the engine needs a CUDA build and a GPU");
+#endif
+  const ServingResult& er = sp.engine->result;
+  const std::string title = sp.model.name + " on the GPU engine, " + scheduler_name(sp.config.scheduler) + " / " +
+                            kv_layout_name(sp.config.kv);
+  const std::vector<std::string> written = files.write(er, title);
+  const std::vector<Row> rows = serving_engine_rows(sp, 0);
+  if (json) {
+    print_json({{"summary", rows_to_json(rows)[0]}, {"files", written}});
+    return 0;
+  }
+  const ServingSummary& m = sp.engine->summary;
+  const ServingSummary r = summarize(sp.des_roofline);
+  std::optional<ServingSummary> d;
+  if (sp.des_measured) d = summarize(*sp.des_measured);
+  fmt::print("{}: {} requests, {} completed, {} rejected, {} preemptions, {} passes; KV {} blocks of {} tokens\n", title,
+             m.requests, m.completed, m.rejected, m.preemptions, m.iterations, sp.engine->kv_blocks, sp.engine->block_size);
+  fmt::print("{:<24} {:>12} {:>14} {:>14}\n", "", "engine", "sim (measured)", "sim (roofline)");
+  auto line = [&](const char* what, double a, std::optional<double> b, double c, bool secs) {
+    auto f = [&](double v) { return secs ? seconds(v) : fmt::format("{:.4g}", v); };
+    fmt::print("{:<24} {:>12} {:>14} {:>14}\n", what, f(a), b ? f(*b) : std::string("-"), f(c));
+  };
+  line("output tokens/s", m.output_tokens_per_s, d ? std::optional<double>(d->output_tokens_per_s) : std::nullopt, r.output_tokens_per_s, false);
+  line("TTFT p50", m.ttft.p50, d ? std::optional<double>(d->ttft.p50) : std::nullopt, r.ttft.p50, true);
+  line("TPOT p50", m.tpot.p50, d ? std::optional<double>(d->tpot.p50) : std::nullopt, r.tpot.p50, true);
+  line("latency p99", m.latency.p99, d ? std::optional<double>(d->latency.p99) : std::nullopt, r.latency.p99, true);
+  fmt::print("GPU memory free before {} and after {} the run; blocks allocated {} = freed {}\n", gb(sp.engine->gpu_free_before),
+             gb(sp.engine->gpu_free_after), er.blocks_allocated, er.blocks_freed);
+  for (const auto& q : er.requests)
+    if (q.rejected) fmt::print("rejected request {}: {}\n", q.id, q.reason);
+  for (const auto& f : written) fmt::print("wrote {}\n", f);
+  return 0;
+}
+
+// calibrate-engine: the measured step cost's timings (sim/measured_step_cost.h).
+int cmd_calibrate_engine(Params p, const std::string& out, int repeats, bool json) {
+  if (out.empty()) throw Error("calibrate-engine: give --out FILE");
+  const fs::path dir = fs::absolute(out).parent_path();
+  if (!fs::is_directory(dir)) throw Error("--out " + out + ": folder " + dir.string() + " does not exist");
+  if (repeats < 1) throw Error("calibrate-engine: --repeats must be at least 1");
+  if (!p.count("kv_gib")) throw Error("calibrate-engine: give --kv-gib (the KV memory the sweep may fill)");
+  if (!p.count("max_len")) p["max_len"] = "2048";
+  ServingEnginePoint sp = plan_serving_engine(complete_params(find_scenario("serving_engine"), p));
+  const int64_t budget = sp.config.max_batch_tokens ? sp.config.max_batch_tokens : default_batch_tokens(sp.config);
+  std::vector<int64_t> decode{0}, prefill{0};
+  for (int64_t d = 1; d < sp.config.max_batch; d *= 2) decode.push_back(d);
+  decode.push_back(sp.config.max_batch);
+  for (int64_t t : {int64_t(16), int64_t(128), int64_t(512), int64_t(1024), int64_t(2048)})
+    if (t < budget) prefill.push_back(t);
+  prefill.push_back(budget);
+  const int64_t base_context = std::min<int64_t>(256, sp.config.max_len / 4);
+  const StepTimingTable t = calibrate_engine(sp.config, sp.options, decode, prefill, base_context, sp.config.max_len, repeats);
+  write_file_atomic(out, step_timing_json(t));
+  if (json) {
+    print_json(nlohmann::json::parse(step_timing_json(t)));
+  } else {
+    fmt::print("{} on {}: {} x {} passes timed ({}), wrote {}\n", t.model, t.device, t.decode.size(), t.prefill.size(),
+               t.provenance, out);
+  }
   return 0;
 }
 
@@ -805,10 +895,36 @@ int main(int argc, char** argv) {
   add_param(serve, serve_p, "--tp", "tp", "tensor-parallel degree (default 1)");
   add_param(serve, serve_p, "--ceilings", "ceilings", kCeilingsHelp);
   add_precision_options(serve, serve_p);
+  std::string serve_engine = "sim";
+  serve->add_option("--engine", serve_engine, "sim (default: the discrete-event simulator) or gpu (the GPU engine)")
+      ->check(CLI::IsMember({"sim", "gpu"}));
+  add_param(serve, serve_p, "--admission", "admission",
+            "paged: optimistic (default; recompute preemption) or reserve (prompt + every output token up front)");
+  add_param(serve, serve_p, "--weights", "weights", "--engine gpu: random (default) or a Hugging Face model folder");
+  add_param(serve, serve_p, "--step-cost", "step_cost", "--engine gpu: calibrate-engine JSON for the simulator beside it");
+  serve->add_flag_function("--offline", [&](std::int64_t) { serve_p["offline"] = "true"; },
+                           "--engine gpu: every request arrives at time 0");
   serve->add_option("--chrome-trace", serve_files.chrome_trace, "write the timeline as Chrome trace JSON here");
   serve->add_option("--timeline", serve_files.timeline, "write one CSV row per iteration here");
   serve->add_option("--requests-csv", serve_files.requests, "write one CSV row per request here");
   serve->add_flag("--json", json, "machine-readable output");
+
+  Params cal_p;
+  std::string cal_out;
+  int cal_repeats = 5;
+  auto* calibrate = app.add_subcommand("calibrate-engine", "time GPU engine passes (decodes x prompt tokens, contexts): "
+                                                           "the simulator's measured step cost");
+  add_param(calibrate, cal_p, "--model", "model", "model name or path to a config.json (llama, mistral, qwen2)", true);
+  add_param(calibrate, cal_p, "--weights", "weights", "random (default) or a Hugging Face model folder");
+  add_param(calibrate, cal_p, "--seed", "seed", "random weights' seed (default 1)");
+  add_param(calibrate, cal_p, "--max-batch", "max_batch", "the most decode sequences a pass holds (default 256)");
+  add_param(calibrate, cal_p, "--max-len", "max_len", "the longest context (default 2048)");
+  add_param(calibrate, cal_p, "--max-batch-tokens", "max_batch_tokens", "the most prompt tokens a pass holds");
+  add_param(calibrate, cal_p, "--block-size", "block_size", "KV block size (default 16)");
+  add_param(calibrate, cal_p, "--kv-gib", "kv_gib", "KV memory of the engine, GiB", true);
+  calibrate->add_option("--out", cal_out, "the timing table (JSON) to write")->required();
+  calibrate->add_option("--repeats", cal_repeats, "timed passes a point (median; default 5)");
+  calibrate->add_flag("--json", json, "machine-readable output");
 
   std::vector<std::string> specs;
   RunOptions run_opts;
@@ -860,6 +976,9 @@ int main(int argc, char** argv) {
   generate->add_flag("--profile", gen_profile, "kernel times of one decode step (CUPTI), by kernel");
   generate->add_flag("--json", json, "machine-readable output");
 
+  EvalArgs eval_args;
+  auto* eval = add_eval_command(app, eval_args, json);
+
   std::string fid_dir = (data_dir() / "results" / "nvidia-h100-80gb-hbm3").string();
   bool fid_write = false;
   auto* fidelity = app.add_subcommand("fidelity", "re-predict every committed measured point: error per kernel family");
@@ -884,7 +1003,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 #ifdef INFERLAB_CUDA_CLI
-  if (*ceilings || (*generate && !gen_predict_only) || (*run && !run_opts.predict_only && runs_kernels(specs)))
+  if (*ceilings || (*generate && !gen_predict_only) || (*eval && !eval_args.reference) ||
+      (*run && !run_opts.predict_only && runs_kernels(specs)) || (*serve && serve_engine == "gpu") || *calibrate)
     if (const int rc = hand_over(argv)) return rc;
 #endif
   // Warnings (a model config read with an assumption, say) go to stderr after the output.
@@ -896,7 +1016,8 @@ int main(int argc, char** argv) {
     if (*list) status = cmd_list(list_ceilings, json);
     if (*model) status = cmd_model(model_p, json);
     if (*memory) status = cmd_memory(memory_p, json);
-    if (*serve) status = cmd_serve(serve_p, serve_files, json);
+    if (*serve) status = serve_engine == "gpu" ? cmd_serve_engine(serve_p, serve_files, json) : cmd_serve(serve_p, serve_files, json);
+    if (*calibrate) status = cmd_calibrate_engine(cal_p, cal_out, cal_repeats, json);
     if (*run) {
       run_opts.out_dir = out_dir;
       run_opts.plots = !no_plots;
@@ -908,6 +1029,7 @@ int main(int argc, char** argv) {
       if (*v.command) status = v.run();
     if (*ceilings) status = cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
     if (*generate) status = cmd_generate(gen_p, gen_predict_only, gen_profile, json);
+    if (*eval) status = cmd_eval(eval_args, json);
     if (*fidelity) {
       const auto pts = repredict_results(fid_dir, fid_write);
       if (json) {

@@ -1,27 +1,97 @@
-// The kv_trace scenario: a request trace served by a fixed number of slots, one token per request
-// per decode step, with the KV cache held three ways at once:
+// The kv_trace scenario: a request trace served by the one scheduler (sim/scheduler.h) as a serving
+// configuration: continuous batching, decode first (every running request decodes a token per pass,
+// arrivals prefill and join the same pass), `slots` requests at once, one time unit per pass (a decode
+// step), and enough KV memory that memory never decides; the KV cache held three ways:
 //   contiguous   each admitted request reserves max_len tokens (what a server without paging does)
 //   paged-B      blocks of B tokens taken as the request grows (B = 8, 16, 32)
-// "Measured" is the real allocator (kernels/kvcache/allocator.h) counting the blocks it handed
-// out; "predicted" is sim/memory.h's formula on the same token counts; they must agree exactly.
+// Every scheme serves the same passes. "Measured" is the block manager (sim/kv_blocks.h, the engine's
+// too) counting the blocks it handed out; "predicted" is sim/memory.h's formula on the same token
+// counts; they must agree exactly.
 #include <algorithm>
-#include <deque>
-#include <map>
 #include <numeric>
 
 #include "inferlab/experiments/scenarios.h"
-#include "inferlab/kernels/kvcache/allocator.h"
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/kv_blocks.h"
+#include "inferlab/sim/memory.h"
+#include "inferlab/sim/scheduler.h"
+#include "inferlab/sim/serving.h"
 #include "inferlab/sim/trace.h"
 
 namespace inferlab {
 namespace {
 
-struct Scheme {
-  std::string name;
-  int64_t block;  // tokens per block (max_len for contiguous)
-  PagedKvManager manager;
-  double used_sum = 0, reserved_sum = 0;
+// Each pass is one time unit; after it, the tokens each running request holds are checked against
+// sim/memory and sampled into rows.
+class KvTraceRunner : public StepRunner {
+ public:
+  KvTraceRunner(const ModelConfig& m, DType kv, const std::vector<Request>& trace, const PagedKvManager& blocks,
+                std::string scheme, int64_t max_len, int64_t every, std::vector<Row>& rows)
+      : m_(m), kv_(kv), trace_(trace), blocks_(blocks), scheme_(std::move(scheme)), max_len_(max_len),
+        every_(every), per_token_(kv_bytes_per_token(m, kv)), rows_(rows) {}
+
+  double now() override { return t_; }
+  void wait_until(double t) override {
+    while (t_ < t) sample({}), ++t_;  // idle steps hold nothing
+  }
+  double run(const std::vector<ScheduledSequence>& step, const Batch&, double start) override {
+    t_ = start;
+    sample(step);
+    return ++t_;
+  }
+  std::string describe() const override { return "one time unit per pass"; }
+  double used_sum = 0, reserved_sum = 0, steps = 0;
+
+ private:
+  void sample(const std::vector<ScheduledSequence>& step) {
+    const auto arrived = int64_t(std::count_if(trace_.begin(), trace_.end(), [&](const Request& r) { return r.arrival <= t_; }));
+    const bool contiguous = scheme_ == "contiguous";
+    std::vector<int64_t> tokens;
+    double future = 0, never = 0;
+    for (const auto& s : step) {
+      const Request& r = trace_[std::size_t(s.request)];
+      if (!admitted_[std::size_t(s.request)]) admitted_[std::size_t(s.request)] = true, ++admitted_count_;
+      tokens.push_back(s.past + s.new_tokens);
+      future += double(r.prompt + r.output - 1 - tokens.back());
+      never += double(max_len_ - (r.prompt + r.output - 1));
+    }
+    const double used = std::accumulate(tokens.begin(), tokens.end(), 0.0) * per_token_;
+    const double measured = double(blocks_.used_blocks() * blocks_.block_size()) * per_token_;
+    const KvReservation pred = contiguous ? contiguous_kv(m_, kv_, tokens, max_len_)
+                                          : paged_kv(m_, kv_, tokens, blocks_.block_size());
+    const int64_t n = int64_t(steps);
+    if (pred.reserved != measured)
+      throw Error("kv_trace: the block manager holds " + num(measured) + " bytes where sim/memory predicts " +
+                  num(pred.reserved) + " (" + scheme_ + ", step " + std::to_string(n) + ")");
+    used_sum += used;
+    reserved_sum += measured;
+    ++steps;
+    if (n % every_ != 0) return;
+    const int64_t active = int64_t(step.size());
+    rows_.push_back(Row{{"step", num(n)},
+                        {"scheme", scheme_},
+                        {"block_size", num(contiguous ? max_len_ : blocks_.block_size())},
+                        {"active", num(active)},
+                        {"waiting", num(arrived - admitted_count_)},
+                        {"used_bytes", num(used)},
+                        {"reserved_bytes", num(measured)},
+                        {"predicted_reserved_bytes", num(pred.reserved)},
+                        {"reserved_for_future_bytes", num(contiguous ? future * per_token_ : 0.0)},
+                        {"internal_fragmentation_bytes", num(contiguous ? never * per_token_ : measured - used)},
+                        {"external_fragmentation_bytes", "0"},
+                        {"utilization", num(measured > 0 ? used / measured : 1.0)}});
+  }
+  const ModelConfig& m_;
+  DType kv_;
+  const std::vector<Request>& trace_;
+  const PagedKvManager& blocks_;
+  std::string scheme_;
+  int64_t max_len_, every_;
+  double per_token_;
+  std::vector<Row>& rows_;
+  double t_ = 0;
+  std::vector<bool> admitted_ = std::vector<bool>(trace_.size(), false);
+  int64_t admitted_count_ = 0;
 };
 
 }  // namespace
@@ -37,101 +107,49 @@ std::vector<Row> kv_trace_rows(const Params& p) {
   check_context(p, model, max_len, "max_len");
   ts.max_tokens = max_len;
   const std::vector<Request> trace = generate_trace(ts);
-  const double per_token = kv_bytes_per_token(model, kv);
 
-  std::vector<Scheme> schemes;
-  schemes.push_back({"contiguous", max_len, PagedKvManager(slots, max_len, 1)});
-  for (int64_t b : {8, 16, 32}) {
-    const int64_t per_seq = (max_len + b - 1) / b;
-    schemes.push_back({"paged-" + std::to_string(b), b, PagedKvManager(slots * per_seq, b, per_seq)});
-  }
+  ServingConfig c;
+  c.scheduler = Scheduler::continuous;
+  c.priority = Priority::decode_first;
+  c.max_len = max_len;
+  c.max_batch = slots;
+  c.max_batch_tokens = slots * max_len;  // every admitted prompt fits the pass
+  c.admission_watermark = 0;
+  c.kv_bytes_per_token = kv_bytes_per_token(model, kv);
+  c.kv_capacity_bytes = double(slots * max_len) * c.kv_bytes_per_token;  // memory never decides
+  c.record_iterations = false;
 
-  struct Active {
-    Request r;
-    int slot;
-    int64_t tokens;
-  };
-  std::vector<Active> active;
-  std::vector<int> free_slots;
-  for (int s = int(slots) - 1; s >= 0; --s) free_slots.push_back(s);
-  std::size_t next = 0;
   std::vector<Row> rows;
-  int64_t step = 0;
-  while (next < trace.size() || !active.empty()) {
-    // Admit arrived requests into free slots, first come first served; the prompt is prefilled.
-    while (next < trace.size() && trace[next].arrival <= double(step) && !free_slots.empty()) {
-      Active a{trace[next++], free_slots.back(), 0};
-      free_slots.pop_back();
-      a.tokens = a.r.prompt;
-      for (auto& s : schemes) s.manager.grow(a.slot, a.tokens);
-      active.push_back(a);
-    }
-    // One decode step: every active request appends a token; finished ones release their memory.
-    for (auto& a : active) {
-      ++a.tokens;
-      for (auto& s : schemes) s.manager.grow(a.slot, a.tokens);
-    }
-    std::vector<int64_t> tokens;
-    double future = 0, never = 0;
-    for (const auto& a : active) {
-      tokens.push_back(a.tokens);
-      future += double(a.r.prompt + a.r.output - a.tokens);
-      never += double(max_len - a.r.prompt - a.r.output);
-    }
-    const double used = std::accumulate(tokens.begin(), tokens.end(), 0.0) * per_token;
-    for (auto& s : schemes) {
-      const double measured = double(s.manager.allocator().used_blocks() * s.block) * per_token;
-      const KvReservation pred = s.name == "contiguous" ? contiguous_kv(model, kv, tokens, max_len)
-                                                       : paged_kv(model, kv, tokens, s.block);
-      if (pred.reserved != measured)
-        throw Error("kv_trace: the allocator holds " + num(measured) + " bytes where sim/memory predicts " +
-                    num(pred.reserved) + " (" + s.name + ", step " + std::to_string(step) + ")");
-      s.used_sum += used;
-      s.reserved_sum += measured;
-      if (step % every == 0) {
-        const bool contiguous = s.name == "contiguous";
-        rows.push_back(Row{{"step", num(step)},
-                           {"scheme", s.name},
-                           {"block_size", num(s.block)},
-                           {"active", num(int64_t(active.size()))},
-                           {"waiting", num(int64_t(std::count_if(trace.begin() + std::ptrdiff_t(next), trace.end(),
-                                                                 [&](const Request& r) { return r.arrival <= double(step); })))},
-                           {"used_bytes", num(used)},
-                           {"reserved_bytes", num(measured)},
-                           {"predicted_reserved_bytes", num(pred.reserved)},
-                           {"reserved_for_future_bytes", num(contiguous ? future * per_token : 0.0)},
-                           {"internal_fragmentation_bytes",
-                            num(contiguous ? never * per_token : measured - used)},
-                           {"external_fragmentation_bytes", "0"},
-                           {"utilization", num(measured > 0 ? used / measured : 1.0)}});
-      }
-    }
-    for (std::size_t i = 0; i < active.size();) {
-      if (active[i].tokens >= active[i].r.prompt + active[i].r.output) {
-        for (auto& s : schemes) s.manager.release(active[i].slot);
-        free_slots.push_back(active[i].slot);
-        active[i] = active.back();
-        active.pop_back();
-      } else {
-        ++i;
-      }
-    }
-    ++step;
+  std::vector<std::pair<std::string, std::pair<double, double>>> means;
+  for (int64_t b : {int64_t(0), int64_t(8), int64_t(16), int64_t(32)}) {
+    c.kv = b == 0 ? KvLayout::contiguous : KvLayout::paged;
+    c.block_size = b == 0 ? 16 : b;
+    const int64_t B = block_tokens(c);
+    PagedKvManager blocks(serving_kv_blocks(c), B, kv_blocks_for(max_len, B));
+    const std::string scheme = b == 0 ? "contiguous" : "paged-" + std::to_string(b);
+    KvTraceRunner runner(model, kv, trace, blocks, scheme, max_len, every, rows);
+    const ServingResult r = serve_iterations(trace, c, blocks, runner);
+    for (const auto& q : r.requests)
+      if (q.rejected) throw Error("kv_trace: request " + std::to_string(q.id) + " rejected: " + q.reason);
+    if (r.blocks_allocated != r.blocks_freed || blocks.used_blocks() != 0)
+      throw Error("kv_trace: " + scheme + " allocated " + std::to_string(r.blocks_allocated) + " blocks and freed " +
+                  std::to_string(r.blocks_freed));
+    means.push_back({scheme, {runner.used_sum / runner.steps, runner.reserved_sum / runner.steps}});
   }
   // Time averages over every step: the share of reserved KV memory that holds tokens.
-  for (const auto& s : schemes)
+  for (const auto& [scheme, m] : means)
     rows.push_back(Row{{"step", "mean"},
-                       {"scheme", s.name},
-                       {"block_size", num(s.block)},
+                       {"scheme", scheme},
+                       {"block_size", scheme == "contiguous" ? num(max_len) : scheme.substr(6)},
                        {"active", ""},
                        {"waiting", ""},
-                       {"used_bytes", num(s.used_sum / double(step))},
-                       {"reserved_bytes", num(s.reserved_sum / double(step))},
+                       {"used_bytes", num(m.first)},
+                       {"reserved_bytes", num(m.second)},
                        {"predicted_reserved_bytes", ""},
                        {"reserved_for_future_bytes", ""},
                        {"internal_fragmentation_bytes", ""},
                        {"external_fragmentation_bytes", "0"},
-                       {"utilization", num(s.used_sum / s.reserved_sum)}});
+                       {"utilization", num(m.first / m.second)}});
   return rows;
 }
 

@@ -114,39 +114,46 @@ std::function<void(const Params&, std::vector<Row>&)> linear_measure() {
   };
 }
 
+// One engine at a time on the GPU, kept across the points that share its weights (a 7B model loads in
+// seconds, quantized ones in tens): rebuilt when the key (model, weights, format, seed, ...) changes or
+// the cached one does not fit the point.
+Engine& shared_engine(const std::string& key, const std::function<bool(const Engine&)>& fits,
+                      const std::function<std::unique_ptr<Engine>()>& build) {
+  static std::string cached_key;
+  static std::unique_ptr<Engine> cached;
+  if (!cached || cached_key != key || !fits(*cached)) {
+    cached.reset();  // free the old one's memory first
+    cached_key.clear();
+    cached = build();
+    cached_key = key;
+  }
+  return *cached;
+}
+
 namespace {
 
-// One engine at a time, kept across the points that share its weights (a 7B model loads in seconds,
-// quantized ones in tens): rebuilt when the model, weights, format or seed change, or a point needs more
-// sequences, steps or context than it was built for.
-struct CachedEngine {
-  std::string key;
-  int64_t sequences = 0, step_tokens = 0, context = 0;
-  std::unique_ptr<Engine> engine;
-};
-
 Engine& engine_for(const GenerateRun& r) {
-  static CachedEngine cache;
   const GenerateConfig& c = r.config;
   const std::string key = c.model + "|" + c.weights + "|" +
                           (c.weight_format ? weight_format_name(*c.weight_format) : "bf16") + "|" + std::to_string(c.seed);
   const int64_t context = c.prompt_tokens + c.new_tokens;
-  if (!cache.engine || cache.key != key || c.batch > cache.sequences || c.max_step_tokens > cache.step_tokens ||
-      context > cache.context) {
-    cache.engine.reset();  // free the old one's memory first
-    EngineModel em = load_engine_model(c.weights == "random" ? c.model : c.weights);
-    EngineOptions o;
-    o.weights = c.weights;
-    o.seed = c.seed;
-    o.weight_format = c.weight_format;
-    o.max_sequences = std::max<int64_t>(256, c.batch);
-    o.max_step_tokens = std::max<int64_t>(8192, c.max_step_tokens);
-    o.max_context = em.model.max_positions > 0 ? std::min(em.model.max_positions, std::max<int64_t>(8192, context)) : context;
-    cache.engine = std::make_unique<Engine>(em, o);
-    cache.key = key;
-    cache.sequences = o.max_sequences, cache.step_tokens = o.max_step_tokens, cache.context = cache.engine->max_context();
-  }
-  return *cache.engine;
+  return shared_engine(
+      key,
+      [&](const Engine& e) {
+        return c.batch <= e.options().max_sequences && c.max_step_tokens <= e.options().max_step_tokens &&
+               context <= e.max_context();
+      },
+      [&] {
+        EngineModel em = load_engine_model(c.weights == "random" ? c.model : c.weights);
+        EngineOptions o;
+        o.weights = c.weights;
+        o.seed = c.seed;
+        o.weight_format = c.weight_format;
+        o.max_sequences = std::max<int64_t>(256, c.batch);
+        o.max_step_tokens = std::max<int64_t>(8192, c.max_step_tokens);
+        o.max_context = em.model.max_positions > 0 ? std::min(em.model.max_positions, std::max<int64_t>(8192, context)) : context;
+        return std::make_unique<Engine>(em, o);
+      });
 }
 
 }  // namespace
@@ -201,6 +208,23 @@ void measure_generate(GenerateRun& r) {
   r.measured = true;
   r.device = detect_gpu().name;
   r.weight_bytes = e.memory().weight_bytes;
+}
+
+std::function<void(const Params&)> serving_engine_preflight() {
+  return [](const Params& p) { check_same_gpu(load_hardware(p.at("hardware"), p.at("ceilings"))); };
+}
+
+std::function<void(const Params&, std::vector<Row>&)> serving_engine_measure() {
+  return [](const Params& p, std::vector<Row>& rows) {
+    ServingEnginePoint sp = plan_serving_engine(p);
+    const EngineKvGeometry g = engine_kv_geometry(sp.config, sp.options);
+    if (g.blocks != sp.kv_blocks || g.block_size != sp.config.block_size || g.bytes_per_token != sp.config.kv_bytes_per_token)
+      throw Error("the engine holds " + std::to_string(g.blocks) + " KV blocks of " + std::to_string(g.block_size) +
+                  " tokens at " + num(g.bytes_per_token) + " bytes a token; the simulator planned " +
+                  std::to_string(sp.kv_blocks) + " at " + num(sp.config.kv_bytes_per_token));
+    sp.engine = serve_on_engine(sp.trace, sp.config, sp.options);
+    rows = serving_engine_rows(sp, param_double(p, "sample_every_s"));
+  };
 }
 
 std::function<void(const Params&)> engine_preflight() {

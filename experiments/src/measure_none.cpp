@@ -1,5 +1,7 @@
 // Built without CUDA: no scenario can measure; every point is predicted only.
+#include "inferlab/experiments/evaluate.h"
 #include "inferlab/experiments/generate.h"
+#include "inferlab/experiments/serve_engine.h"
 #include "inferlab/sim/error.h"
 #include "measurers.h"
 
@@ -12,11 +14,34 @@ std::function<void(const Params&, std::vector<Row>&)> decode_measure() { return 
 std::function<void(const Params&)> linear_preflight() { return {}; }
 std::function<void(const Params&, std::vector<Row>&)> linear_measure() { return {}; }
 
+std::function<void(const Params&)> serving_engine_preflight() { return {}; }
+std::function<void(const Params&, std::vector<Row>&)> serving_engine_measure() { return {}; }
 std::function<void(const Params&)> engine_preflight() { return {}; }
 std::function<void(const Params&, std::vector<Row>&)> engine_measure() { return {}; }
 
 void measure_generate(GenerateRun&) {
   throw Error("running the engine needs a CUDA build and a GPU (this binary was built without CUDA)");
+}
+
+namespace {
+[[noreturn]] void no_engine() {
+  throw Error("serving on the engine needs a CUDA build and a GPU (this binary was built without CUDA)");
+}
+}  // namespace
+
+EngineServeResult serve_on_engine(const std::vector<Request>&, ServingConfig, const EngineServeOptions&) { no_engine(); }
+EngineKvGeometry engine_kv_geometry(const ServingConfig&, const EngineServeOptions&) { no_engine(); }
+StepTimingTable calibrate_engine(const ServingConfig&, const EngineServeOptions&, const std::vector<int64_t>&,
+                                 const std::vector<int64_t>&, int64_t, int64_t, int) {
+  no_engine();
+}
+
+std::function<void(const Params&)> eval_preflight() { return {}; }
+std::function<void(const Params&, std::vector<Row>&)> eval_measure() { return {}; }
+
+void measure_eval(EvalRun&) {
+  throw Error("eval: the engine computes the perplexity on a GPU: this binary was built without CUDA "
+              "(--reference computes it with the CPU reference forward, for tiny models)");
 }
 
 }  // namespace inferlab

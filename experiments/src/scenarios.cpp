@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "inferlab/experiments/evaluate.h"
 #include "inferlab/experiments/generate.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/io.h"
@@ -235,7 +236,10 @@ const std::vector<std::string>& raw_measured_columns() {
                                                    "measured_bf16_s", "rel_error", "measured_on", "measured_commit",
                                                    // engine: generation measured end to end
                                                    "tokens_per_s", "gpu_tokens_per_s", "share_of_limit",
-                                                   "engine_weight_bytes", "device"};
+                                                   "engine_weight_bytes", "device",
+                                                   // eval: perplexity on the engine
+                                                   "perplexity", "nll_per_token", "bits_per_token", "top1_accuracy",
+                                                   "agreement", "eval_s", "median_step_measured_s"};
   return columns;
 }
 
@@ -639,6 +643,31 @@ const std::vector<Scenario>& scenarios() {
        engine_preflight(),
        engine_measure(),
        true},
+      {"eval",
+       "perplexity and top-1 accuracy of a model folder on a text, teacher-forced on the GPU engine, beside the "
+       "engine's decode tokens/s with the same weights (experiments/evaluate.h)",
+       {{"model", "", "Hugging Face model folder (config.json + model.safetensors)"},
+        {"data", "", "text file (UTF-8 bytes; the folder's byte_tokenizer.json) or .json token ids"},
+        {"weight_format", "none", "layer GEMM weights: none (bf16), int8, int4, sparse24"},
+        {"window", "0", "tokens per sequence (0: the tokenizer's)"},
+        {"max_tokens", "0", "predicted tokens at most (0: the whole file)"},
+        {"agree_with", "none", "another model folder: share of positions with the same argmax (none: not asked)"},
+        {"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "auto", "auto, datasheet or measured"},
+        {"batch", "1", "decode speed: sequences"},
+        {"prompt_tokens", "128", "decode speed: prompt tokens"},
+        {"new_tokens", "128", "decode speed: tokens generated (0: no speed measured)"}},
+       [](const Params& p) {
+         const EvalRun e = plan_eval(eval_config(p));
+         const auto g = eval_speed_config(p);
+         const Hardware hw = load_hardware(p.at("hardware"), parse_ceilings_mode(p.at("ceilings")));
+         if (!g) return eval_rows(e, nullptr, hw);
+         const GenerateRun run = plan_generate(*g);
+         return eval_rows(e, &run, hw);
+       },
+       eval_preflight(),
+       eval_measure(),
+       true},
       {"linear",
        "a linear layer Y[m, n] = X[m, k] W[n, k]^T with its weight in one format (kernels/gemm): bf16, fp16, "
        "int8, int4, fp8, sparse24; predicted and measured time, speedup over bf16, error",
@@ -684,6 +713,9 @@ const std::vector<Scenario>& scenarios() {
                        {"scheduler", "continuous", "static, continuous or chunked"},
                        {"priority", "prefill-first", "prefill-first or decode-first (continuous, chunked)"},
                        {"kv", "paged", "contiguous or paged"},
+                       {"admission", "optimistic",
+                        "paged: optimistic (blocks as needed, recompute preemption) or reserve (prompt + every output "
+                        "token up front, never preempts)"},
                        {"block_size", "16", "paged KV block size in tokens"},
                        {"max_len", "0", "longest request (prompt + output) served; contiguous reserves it (0: max_positions)"},
                        {"max_positions", "model", kMaxPositionsHelp},
@@ -705,6 +737,38 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return serving_rows(evaluate_serving_point(p), param_double(p, "sample_every_s")); },
        {},
        {}},
+      {"serving_engine",
+       "a request trace served on the GPU engine by the one scheduler (static, continuous, chunked x contiguous, "
+       "paged), beside the simulator with the roofline and with the measured step cost on the same KV memory",
+       {{"model", "", "model name or path to a config.json (the engine runs llama, mistral, qwen2)"},
+        {"weights", "random", "random (seeded, Hugging Face's init) or a Hugging Face model folder"},
+        {"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
+        {"ceilings", "measured", kCeilingsHelp},
+        {"graphs", "true", "CUDA graphs for decode-only passes"},
+        {"scheduler", "continuous", "static, continuous or chunked"},
+        {"priority", "prefill-first", "prefill-first or decode-first (continuous, chunked)"},
+        {"kv", "paged", "contiguous (max_len reserved per request) or paged"},
+        {"admission", "optimistic", "paged: optimistic (recompute preemption) or reserve (never preempts)"},
+        {"block_size", "16", "KV block size in tokens (the engine's pages)"},
+        {"max_len", "2048", "longest request (prompt + output) served; contiguous reserves it"},
+        {"max_batch", "256", "sequences admitted at once (the engine's slots)"},
+        {"max_batch_tokens", "0", "tokens per pass (0: 2048 chunked, else max(max_len, 2048))"},
+        {"kv_gib", "", "KV memory of the engine and the simulator, GiB"},
+        {"seed", "1", "seed of the trace, the prompts and the random weights"},
+        {"trace", "none", "trace CSV (arrival_s,prompt_tokens,output_tokens), or none: generate one"},
+        {"requests", "200", "requests in the generated trace"},
+        {"rate", "4", "mean arrivals per second (Poisson)"},
+        {"offline", "false", "every request arrives at time 0 (the rate only orders them)"},
+        {"prompt_mean", "161", "mean prompt tokens (lognormal; ShareGPT's, vLLM paper)"},
+        {"output_mean", "338", "mean output tokens (lognormal; ShareGPT's)"},
+        {"sigma", "1", "lognormal sigma"},
+        {"trace_max_tokens", "2048", "clip each request's prompt + output to this (0: no clipping)"},
+        {"step_cost", "none", "the engine's measured step timings (calibrate-engine JSON), or none"},
+        {"sample_every_s", "0", "KV memory timeline rows every this many seconds (0: none)"}},
+       [](const Params& p) { return serving_engine_rows(plan_serving_engine(p), param_double(p, "sample_every_s")); },
+       serving_engine_preflight(),
+       serving_engine_measure(),
+       true},
       {"speculative",
        "speculative decoding: expected tokens per pass, speedup (cost model and closed form), optimal draft length",
        with_precision({{"target", "", "target model"},

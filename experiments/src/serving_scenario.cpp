@@ -40,7 +40,8 @@ ServingPoint evaluate_serving_point(const Params& p) {
   ServingConfig& c = sp.config;
   c.scheduler = parse_scheduler(p.at("scheduler"));
   c.priority = parse_priority(p.at("priority"));
-  c.kv = parse_kv_scheme(p.at("kv"));
+  c.kv = parse_kv_layout(p.at("kv"));
+  c.admission = parse_admission(p.at("admission"));
   c.block_size = param_int(p, "block_size");
   c.max_len = param_int(p, "max_len", 0);
   if (c.max_len == 0) c.max_len = param_max_positions(p, sp.model);
@@ -110,6 +111,8 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
                  {"kv_used_bytes", num(s.kv_mean_used)},
                  {"kv_wasted_bytes", num(s.kv_mean_wasted)},
                  {"kv_utilization", num(s.kv_utilization)},
+                 {"recompute_tokens", num(s.recompute_tokens)},
+                 {"recompute_fraction", num(s.recompute_fraction)},
                  {"running", ""},
                  {"waiting", ""},
                  {"trace_source", sp.trace_source},
@@ -119,15 +122,7 @@ std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s) {
   std::vector<Row> rows{sum};
   if (sample_every_s == 0 || r.iterations.empty()) return rows;
   // The KV memory every sample_every_s seconds: the iteration running then (nothing is held while idle).
-  const double end = r.iterations.back().end;
-  std::size_t i = 0;
-  for (int64_t k = 0;; ++k) {
-    const double t = double(k) * sample_every_s;
-    if (t > end) break;
-    while (i < r.iterations.size() && r.iterations[i].end <= t) ++i;
-    const bool in = i < r.iterations.size() && r.iterations[i].start <= t;
-    const Iteration none;
-    const Iteration& it = in ? r.iterations[i] : none;
+  for (const auto& [t, it] : sample_iterations(r, sample_every_s)) {
     Row tl;
     for (const auto& [col, _] : sum) tl.emplace_back(col, "");
     set_cell(tl, "row", "timeline");

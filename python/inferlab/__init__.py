@@ -152,7 +152,7 @@ def memory(model, context, batch=1, hardware=None, **params):
 def serve(model, hardware, timeline_every_s=0, **params):
     """Serving simulation of a request trace (generated: ``requests``, ``rate``, ``seed``; or ``trace``, a
     CSV path) by a scheduler (``scheduler="continuous"``, static, chunked) and KV allocator (``kv="paged"``,
-    contiguous). Returns the summary row (throughput, TTFT/TPOT/latency percentiles, KV memory); with
+    contiguous; paged admits ``admission="optimistic"`` or reserve). Returns the summary row (throughput, TTFT/TPOT/latency percentiles, KV memory); with
     ``timeline_every_s`` > 0, all rows: the summary first, then one row per sample of the timeline."""
     rows = evaluate("serving", model=model, hardware=hardware, sample_every_s=timeline_every_s, **params)
     return rows if timeline_every_s else rows[0]

@@ -17,7 +17,7 @@ namespace {
 
 const OpOptions kFp16{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true};
 
-void Serving(benchmark::State& state, Scheduler scheduler, KvScheme kv) {
+void Serving(benchmark::State& state, Scheduler scheduler, KvLayout kv) {
   const ModelConfig model = load_model("llama-2-7b");
   const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::datasheet);
   TraceSpec ts;
@@ -71,11 +71,11 @@ void SpeculativeOptimum(benchmark::State& state) {
   }
 }
 
-BENCHMARK_CAPTURE(Serving, static_contiguous, Scheduler::static_batching, KvScheme::contiguous)
+BENCHMARK_CAPTURE(Serving, static_contiguous, Scheduler::static_batching, KvLayout::contiguous)
     ->Args({10000, 15})->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Serving, continuous_paged, Scheduler::continuous, KvScheme::paged)
+BENCHMARK_CAPTURE(Serving, continuous_paged, Scheduler::continuous, KvLayout::paged)
     ->Args({10000, 5})->Args({10000, 15})->Args({10000, 40})->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Serving, chunked_paged, Scheduler::chunked, KvScheme::paged)
+BENCHMARK_CAPTURE(Serving, chunked_paged, Scheduler::chunked, KvLayout::paged)
     ->Args({10000, 15})->Unit(benchmark::kMillisecond);
 BENCHMARK(ParallelConfig)->Args({1, 1})->Args({4, 2})->Args({8, 1})->Unit(benchmark::kMicrosecond);
 BENCHMARK(SpeculativeOptimum)->Unit(benchmark::kMicrosecond);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/kv_blocks.h"
 
 namespace inferlab {
 
@@ -135,7 +136,7 @@ KvReservation paged_kv(const ModelConfig& m, DType kv, int64_t count, int64_t to
   r.block_size = block_size;
   const double per = bytes_per_layer_token(m, kv), n = double(count);
   for (const auto& g : layer_groups(m, rolling_window)) {
-    const int64_t blocks = (held(g, tokens) + block_size - 1) / block_size;
+    const int64_t blocks = kv_blocks_for(held(g, tokens), block_size);  // the block manager's count
     r.blocks += count * blocks;
     r.reserved += n * double(g.layers) * double(blocks * block_size) * per;
     r.used += n * double(g.layers) * double(held(g, tokens)) * per;

@@ -86,6 +86,21 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
+std::vector<std::pair<double, Iteration>> sample_iterations(const ServingResult& r, double every) {
+  std::vector<std::pair<double, Iteration>> out;
+  if (!(every > 0) || r.iterations.empty()) return out;
+  const double end = r.iterations.back().end;
+  std::size_t i = 0;
+  for (int64_t k = 0;; ++k) {
+    const double t = double(k) * every;
+    if (t > end) break;
+    while (i < r.iterations.size() && r.iterations[i].end <= t) ++i;
+    const bool in = i < r.iterations.size() && r.iterations[i].start <= t;
+    out.emplace_back(t, in ? r.iterations[i] : Iteration{});
+  }
+  return out;
+}
+
 ServingSummary summarize(const ServingResult& r) {
   ServingSummary s;
   s.requests = int64_t(r.requests.size());
@@ -127,6 +142,8 @@ ServingSummary summarize(const ServingResult& r) {
     s.kv_mean_wasted = s.kv_mean_reserved - s.kv_mean_used;
   }
   s.kv_utilization = s.kv_mean_reserved > 0 ? s.kv_mean_used / s.kv_mean_reserved : 0;
+  s.recompute_tokens = r.recompute_tokens;
+  s.recompute_fraction = r.busy_s > 0 ? r.recompute_s / r.busy_s : 0;
   if (!r.iterations.empty()) {
     double seqs = 0;
     for (const auto& it : r.iterations) seqs += double(it.sequences);

@@ -314,7 +314,7 @@ TEST(Cli, ServeReadsATraceFileAndWritesItsTimeline) {
 TEST(Cli, ServeBadInputFailsWithAClearMessage) {
   const std::string base = "serve --model llama-2-7b --hardware h100-sxm-80gb --requests 10 ";
   expect_failure(base + "--scheduler greedy", "unknown scheduler 'greedy'");
-  expect_failure(base + "--kv virtual", "unknown KV allocator 'virtual'");
+  expect_failure(base + "--kv virtual", "unknown KV layout 'virtual'");
   expect_failure(base + "--priority later", "unknown priority 'later'");
   expect_failure(base + "--tp 3", "does not divide the 32 attention heads");
   expect_failure(base + "--block-size 0", "'block_size' must be at least 1");

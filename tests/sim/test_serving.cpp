@@ -5,6 +5,8 @@
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/memory.h"
+#include "inferlab/sim/measured_step_cost.h"
+#include "inferlab/sim/scheduler.h"
 #include "inferlab/sim/serving.h"
 
 namespace inferlab {
@@ -18,7 +20,7 @@ struct Engine {
   Hardware hw = load_hardware("h100-sxm-80gb");
   RooflineStepCost cost{model, hw, kOptions};
 
-  ServingConfig config(Scheduler s, Priority p, KvScheme kv, double kv_gb = 0) const {
+  ServingConfig config(Scheduler s, Priority p, KvLayout kv, double kv_gb = 0) const {
     ServingConfig c;
     c.scheduler = s;
     c.priority = p;
@@ -40,22 +42,22 @@ std::vector<Request> trace(uint64_t seed, int64_t n, double rate) {
 }
 
 // Every scheduler x priority x allocator that means something (priority does not apply to static).
-void for_each_config(const std::function<void(Scheduler, Priority, KvScheme)>& f) {
+void for_each_config(const std::function<void(Scheduler, Priority, KvLayout)>& f) {
   for (auto s : {Scheduler::static_batching, Scheduler::continuous, Scheduler::chunked})
     for (auto p : {Priority::prefill_first, Priority::decode_first})
-      for (auto kv : {KvScheme::contiguous, KvScheme::paged})
+      for (auto kv : {KvLayout::contiguous, KvLayout::paged})
         if (s != Scheduler::static_batching || p == Priority::prefill_first) f(s, p, kv);
 }
 
-std::string name(Scheduler s, Priority p, KvScheme kv) {
-  return scheduler_name(s) + "/" + priority_name(p) + "/" + kv_scheme_name(kv);
+std::string name(Scheduler s, Priority p, KvLayout kv) {
+  return scheduler_name(s) + "/" + priority_name(p) + "/" + kv_layout_name(kv);
 }
 
 TEST(Serving, EveryRequestCompletesExactlyOnceAndBlocksBalance) {
   Engine st;
   for (uint64_t seed : {1, 2, 3}) {
     const auto tr = trace(seed, 300, seed == 1 ? 5.0 : 60.0);
-    for_each_config([&](Scheduler s, Priority p, KvScheme kv) {
+    for_each_config([&](Scheduler s, Priority p, KvLayout kv) {
       // A small KV memory (4 GB, ~7600 tokens) forces admission limits and, when paged, preemptions.
       const auto r = simulate_serving(tr, st.config(s, p, kv, 4.0), st.cost);
       ASSERT_EQ(r.requests.size(), tr.size());
@@ -83,7 +85,7 @@ TEST(Serving, EveryRequestCompletesExactlyOnceAndBlocksBalance) {
 TEST(Serving, KvMemoryNeverExceedsCapacityAndPreemptionRecomputes) {
   Engine st;
   const auto tr = trace(7, 400, 80.0);
-  for_each_config([&](Scheduler s, Priority p, KvScheme kv) {
+  for_each_config([&](Scheduler s, Priority p, KvLayout kv) {
     const auto c = st.config(s, p, kv, 4.0);
     const auto r = simulate_serving(tr, c, st.cost);
     EXPECT_LE(r.peak_blocks, r.blocks_total);
@@ -95,7 +97,7 @@ TEST(Serving, KvMemoryNeverExceedsCapacityAndPreemptionRecomputes) {
     }
     int64_t preemptions = 0;
     for (const auto& q : r.requests) preemptions += q.preemptions;
-    if (kv == KvScheme::contiguous) {
+    if (kv == KvLayout::contiguous) {
       EXPECT_EQ(preemptions, 0) << "a contiguous reservation never runs out";
     } else {
       EXPECT_GT(preemptions, 0) << name(s, p, kv) << ": the test should exercise preemption";
@@ -106,37 +108,181 @@ TEST(Serving, KvMemoryNeverExceedsCapacityAndPreemptionRecomputes) {
 TEST(Serving, BlocksInUseAreThoseOfTheTokensHeld) {
   // Whole-prompt schedulers take exactly ceil(tokens / B) blocks per sequence, so over the running
   // sequences: tokens <= blocks x B < tokens + running x B; a contiguous cache holds one block each.
+  // (Static batches prefill in one pass here: a budget that holds every prompt, so that no admitted
+  // prompt waits, reserved but not stored, for a later pass.)
   Engine st;
   const auto tr = trace(4, 300, 60.0);
   for (auto s : {Scheduler::static_batching, Scheduler::continuous}) {
-    const auto pc = st.config(s, Priority::prefill_first, KvScheme::paged, 4.0);
+    auto pc = st.config(s, Priority::prefill_first, KvLayout::paged, 4.0);
+    if (s == Scheduler::static_batching) pc.max_batch_tokens = int64_t(1) << 30;
     const auto paged = simulate_serving(tr, pc, st.cost);
     for (const auto& it : paged.iterations) {
       const double tokens = it.kv_used / pc.kv_bytes_per_token;
       ASSERT_LE(tokens, double(it.kv_blocks * 16));
       ASSERT_LT(double(it.kv_blocks * 16), tokens + double(it.running * 16));
     }
-    const auto contiguous = simulate_serving(tr, st.config(s, Priority::prefill_first, KvScheme::contiguous, 4.0), st.cost);
+    const auto contiguous = simulate_serving(tr, st.config(s, Priority::prefill_first, KvLayout::contiguous, 4.0), st.cost);
     for (const auto& it : contiguous.iterations) ASSERT_EQ(it.kv_blocks, it.running);
   }
+}
+
+// The engine loop's runner with a virtual clock: a pass takes what the cost model says.
+class VirtualRunner : public StepRunner {
+ public:
+  explicit VirtualRunner(StepCostModel& cost) : cost_(cost) {}
+  double now() override { return t_; }
+  void wait_until(double t) override { t_ = std::max(t_, t); }
+  double run(const std::vector<ScheduledSequence>& step, const Batch& batch, double start) override {
+    EXPECT_EQ(start, t_);
+    EXPECT_EQ(step.size(), batch.sequences.size());
+    for (std::size_t i = 0; i < step.size(); ++i) {
+      EXPECT_EQ(step[i].new_tokens, batch.sequences[i].new_tokens);
+      EXPECT_EQ(step[i].past, batch.sequences[i].past_tokens);
+      EXPECT_EQ(step[i].sample, batch.sequences[i].logits == 1);
+    }
+    t_ = start + cost_.step_time(batch);
+    return t_;
+  }
+  std::string describe() const override { return cost_.describe(); }
+
+ private:
+  StepCostModel& cost_;
+  double t_ = 0;
+};
+
+void expect_same_iterations(const ServingResult& a, const ServingResult& b, const std::string& what) {
+  ASSERT_EQ(a.iterations.size(), b.iterations.size()) << what;
+  for (std::size_t i = 0; i < a.iterations.size(); ++i) {
+    const Iteration &x = a.iterations[i], &y = b.iterations[i];
+    ASSERT_TRUE(x.start == y.start && x.end == y.end && x.prefill_tokens == y.prefill_tokens &&
+                x.decode_tokens == y.decode_tokens && x.sequences == y.sequences && x.running == y.running &&
+                x.waiting == y.waiting && x.kv_blocks == y.kv_blocks && x.recompute_tokens == y.recompute_tokens)
+        << what << ": iteration " << i << " differs";
+  }
+  ASSERT_EQ(a.requests.size(), b.requests.size());
+  for (std::size_t i = 0; i < a.requests.size(); ++i) {
+    EXPECT_EQ(a.requests[i].first_token, b.requests[i].first_token) << what;
+    EXPECT_EQ(a.requests[i].finish, b.requests[i].finish) << what;
+    EXPECT_EQ(a.requests[i].preemptions, b.requests[i].preemptions) << what;
+  }
+  EXPECT_EQ(a.preemption_log, b.preemption_log) << what;
+  EXPECT_EQ(a.blocks_allocated, b.blocks_allocated) << what;
+}
+
+TEST(Serving, TheEngineLoopAndTheEventLoopMakeTheSameIterations) {
+  // One scheduler, two clocks: for equal step times (a fixed-cost model of a pass's tokens and contexts)
+  // the discrete-event loop and the engine loop make the same passes, with preemptions and rejections,
+  // in blocks of the simulator's size and of the engine's (16 tokens, contiguous reserving max_len).
+  Engine st;
+  FunctionStepCost fixed(
+      [](const Batch& b) {
+        double t = 2e-3;
+        for (const auto& s : b.sequences) t += 1e-6 * double(s.new_tokens) + 1e-8 * double(s.past_tokens);
+        return t;
+      },
+      "fixed: 2 ms + 1 us a token + 10 ns a past token");
+  const auto tr = trace(11, 250, 40.0);
+  for_each_config([&](Scheduler s, Priority p, KvLayout kv) {
+    for (auto adm : {Admission::optimistic, Admission::reserve}) {
+      if (kv == KvLayout::contiguous && adm == Admission::reserve) continue;
+      ServingConfig c = st.config(s, p, kv, 3.0);
+      c.admission = adm;
+      const std::string what = name(s, p, kv) + "/" + admission_name(adm);
+      VirtualRunner runner(fixed);
+      const int64_t B = block_tokens(c);
+      PagedKvManager a(serving_kv_blocks(c), B, kv_blocks_for(c.max_len, B));
+      PagedKvManager b(serving_kv_blocks(c), B, kv_blocks_for(c.max_len, B));
+      expect_same_iterations(simulate_serving(tr, c, fixed, a), serve_iterations(tr, c, b, runner), what);
+      EXPECT_EQ(a.used_blocks(), 0);
+      EXPECT_EQ(b.used_blocks(), 0);
+      const int64_t blocks16 = int64_t(c.kv_capacity_bytes / (16 * c.kv_bytes_per_token));
+      PagedKvManager e1(blocks16, 16, kv_blocks_for(c.max_len, 16)), e2(blocks16, 16, kv_blocks_for(c.max_len, 16));
+      VirtualRunner runner2(fixed);
+      expect_same_iterations(simulate_serving(tr, c, fixed, e1), serve_iterations(tr, c, e2, runner2), what + " (16)");
+    }
+  });
+}
+
+TEST(Serving, ReserveAdmissionNeverPreemptsOptimisticLogsItsRecompute) {
+  Engine st;
+  const auto tr = trace(7, 400, 80.0);
+  for (auto s : {Scheduler::continuous, Scheduler::chunked}) {
+    ServingConfig c = st.config(s, Priority::decode_first, KvLayout::paged, 3.0);
+    const auto opt = simulate_serving(tr, c, st.cost);
+    c.admission = Admission::reserve;
+    const auto res = simulate_serving(tr, c, st.cost);
+    int64_t pre_opt = 0, pre_res = 0, done = 0;
+    for (const auto& q : opt.requests) pre_opt += q.preemptions;
+    for (const auto& q : res.requests) {
+      pre_res += q.preemptions;
+      done += q.completions;
+      EXPECT_TRUE(q.rejected || q.completions == 1);
+    }
+    EXPECT_EQ(pre_res, 0) << "reserving every output token up front never runs out";
+    EXPECT_EQ(res.recompute_tokens, 0);
+    ASSERT_GT(pre_opt, 0) << "3 GB under this load must preempt optimistic admission";
+    EXPECT_GT(opt.recompute_tokens, 0);
+    int64_t again = 0;
+    for (const auto& it : opt.iterations) again += it.recompute_tokens;
+    EXPECT_EQ(again, opt.recompute_tokens) << "every thrown-away token is stored again, once";
+    const ServingSummary sum = summarize(opt);
+    EXPECT_GT(sum.recompute_fraction, 0);
+    EXPECT_LT(sum.recompute_fraction, 1);
+    // Reserving for the worst case holds fewer requests at once.
+    EXPECT_LE(summarize(res).mean_batch, sum.mean_batch);
+    EXPECT_GT(done, 0);
+  }
+}
+
+TEST(Serving, MeasuredStepCostInterpolatesItsGridAndRefusesABadTable) {
+  StepTimingTable t;
+  t.model = "m", t.device = "d";
+  t.decode = {0, 1, 4};
+  t.prefill = {0, 100, 1000};
+  t.base_context = 10;
+  t.base = {{0, 0.010, 0.050}, {0.005, 0.012, 0.052}, {0.008, 0.015, 0.060}};
+  t.per_context = {0, 1e-6, 2e-6};
+  MeasuredStepCost c(t, "table");
+  auto pass = [](int64_t decodes, int64_t past, int64_t prompt) {
+    Batch b;
+    for (int64_t i = 0; i < decodes; ++i) b.sequences.push_back(SequenceWork{1, past, 1, 1});
+    if (prompt > 0) b.sequences.push_back(SequenceWork{prompt, 0, 1, 1});
+    return b;
+  };
+  EXPECT_DOUBLE_EQ(c.step_time(pass(1, 10, 0)), 0.005);   // grid points at the base context
+  EXPECT_DOUBLE_EQ(c.step_time(pass(4, 10, 1000)), 0.060);
+  EXPECT_DOUBLE_EQ(c.step_time(pass(0, 0, 100)), 0.010);
+  EXPECT_NEAR(c.step_time(pass(4, 110, 0)), 0.008 + 2e-6 * 4 * 100, 1e-12);  // the context slope
+  EXPECT_NEAR(c.step_time(pass(2, 10, 550)), 0.5 * (0.012 + 0.052) + (0.015 + 0.060 - 0.012 - 0.052) / 6, 1e-12);
+  EXPECT_NEAR(c.step_time(pass(0, 0, 2000)), 0.050 + 0.040 / 900 * 1000, 1e-12);  // linear past the grid
+  const StepTimingTable back = parse_step_timing(step_timing_json(t), "round trip");
+  EXPECT_EQ(back.base, t.base);
+  EXPECT_EQ(back.per_context, t.per_context);
+  StepTimingTable bad = t;
+  bad.prefill = {0, 1000, 100};
+  EXPECT_THROW(MeasuredStepCost(bad, "x"), Error);
+  bad = t;
+  bad.base[2][1] = -1;
+  EXPECT_THROW(MeasuredStepCost(bad, "x"), Error);
+  EXPECT_THROW(parse_step_timing("{\"decode\": [0, 1]}", "f.json"), Error);
 }
 
 TEST(Serving, StaticBatchingNeverBeatsContinuousOnThroughput) {
   Engine st;
   for (uint64_t seed : {1, 2, 3, 4})
     for (double rate : {0.5, 4.0, 20.0, 100.0})
-      for (auto kv : {KvScheme::contiguous, KvScheme::paged}) {
+      for (auto kv : {KvLayout::contiguous, KvLayout::paged}) {
         const auto tr = trace(seed, 200, rate);
         const auto stat = summarize(simulate_serving(tr, st.config(Scheduler::static_batching, Priority::prefill_first, kv), st.cost));
         const auto cont = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, kv), st.cost));
-        EXPECT_LE(stat.requests_per_s, cont.requests_per_s * (1 + 1e-12)) << seed << " " << rate << " " << kv_scheme_name(kv);
+        EXPECT_LE(stat.requests_per_s, cont.requests_per_s * (1 + 1e-12)) << seed << " " << rate << " " << kv_layout_name(kv);
         EXPECT_LE(stat.output_tokens_per_s, cont.output_tokens_per_s * (1 + 1e-12));
       }
 }
 
 TEST(Serving, SameSeedSameOutputOtherSeedOtherOutput) {
   Engine st;
-  for_each_config([&](Scheduler s, Priority p, KvScheme kv) {
+  for_each_config([&](Scheduler s, Priority p, KvLayout kv) {
     const auto c = st.config(s, p, kv, 6.0);
     const auto a = simulate_serving(trace(11, 200, 30.0), c, st.cost);
     RooflineStepCost fresh(st.model, st.hw, kOptions);  // no state shared through the cost model's memo
@@ -157,8 +303,8 @@ TEST(Serving, ASingleRequestTakesTheSumOfItsStepTimes) {
     return cost.step_time(Batch{{SequenceWork{n, past, 1, logits}}, block});
   };
   for (auto s : {Scheduler::static_batching, Scheduler::continuous})
-    for (auto kv : {KvScheme::contiguous, KvScheme::paged}) {
-      const int64_t block = kv == KvScheme::paged ? 16 : 0;
+    for (auto kv : {KvLayout::contiguous, KvLayout::paged}) {
+      const int64_t block = kv == KvLayout::paged ? 16 : 0;
       double expected = step(700, 0, 1, block);  // the prefill samples the first token
       const double ttft = expected;
       for (int64_t i = 1; i < 40; ++i) expected += step(1, 700 + i - 1, 1, block);
@@ -167,7 +313,7 @@ TEST(Serving, ASingleRequestTakesTheSumOfItsStepTimes) {
       EXPECT_NEAR(r.requests[0].first_token - req.arrival, ttft, 1e-12 * ttft);
     }
   // Chunked prefill in chunks of 256: 256 + 256 + 188 tokens, only the last samples.
-  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvScheme::contiguous);
+  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvLayout::contiguous);
   c.max_batch_tokens = 256;
   double chunked = step(256, 0, 0, 0) + step(256, 256, 0, 0) + step(188, 512, 1, 0);
   for (int64_t i = 1; i < 40; ++i) chunked += step(1, 700 + i - 1, 1, 0);
@@ -182,7 +328,7 @@ TEST(Serving, ConstantStepTimeGivesClosedFormLatencies) {
   const double tau = 0.01;
   FunctionStepCost cost([&](const Batch&) { return tau; }, "constant");
   Engine st;
-  auto c = st.config(Scheduler::static_batching, Priority::prefill_first, KvScheme::paged);
+  auto c = st.config(Scheduler::static_batching, Priority::prefill_first, KvLayout::paged);
   const std::vector<Request> tr = {{0, 0.0, 10, 5}, {1, 0.0, 20, 50}, {2, 0.0, 30, 8}};
   const auto r = simulate_serving(tr, c, cost);
   for (const auto& q : r.requests) {
@@ -199,7 +345,7 @@ TEST(Serving, EventsAtEqualTimesFollowTimeTypeId) {
   const double tau = 1.0;
   FunctionStepCost cost([&](const Batch&) { return tau; }, "constant");
   Engine st;
-  auto c = st.config(Scheduler::continuous, Priority::decode_first, KvScheme::paged);
+  auto c = st.config(Scheduler::continuous, Priority::decode_first, KvLayout::paged);
   c.max_batch = 1;
   // Two requests arrive together: the lower id goes first. A third arrives exactly when a pass ends:
   // the end is handled first (request 0 finishes at t = 2 and frees its slot), then the arrival.
@@ -215,7 +361,7 @@ TEST(Serving, DecodeFirstNeverPausesDecodes) {
   Engine st;
   const auto tr = trace(3, 300, 40.0);
   auto paused = [&](Priority p) {
-    const auto r = simulate_serving(tr, st.config(Scheduler::continuous, p, KvScheme::paged), st.cost);
+    const auto r = simulate_serving(tr, st.config(Scheduler::continuous, p, KvLayout::paged), st.cost);
     int64_t n = 0;  // passes that prefill while admitted requests wait to decode
     for (const auto& it : r.iterations) n += it.decode_tokens == 0 && it.running > it.prefill_sequences;
     return n;
@@ -226,7 +372,7 @@ TEST(Serving, DecodeFirstNeverPausesDecodes) {
 
 TEST(Serving, ChunkedPrefillKeepsEveryPassWithinItsBudget) {
   Engine st;
-  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvScheme::paged);
+  auto c = st.config(Scheduler::chunked, Priority::decode_first, KvLayout::paged);
   c.max_batch_tokens = 512;
   const auto r = simulate_serving(trace(5, 300, 40.0), c, st.cost);
   int64_t longest = 0;
@@ -238,8 +384,8 @@ TEST(Serving, ChunkedPrefillKeepsEveryPassWithinItsBudget) {
 TEST(Serving, PagedHoldsMoreRequestsThanContiguous) {
   Engine st;
   const auto tr = trace(9, 600, 60.0);
-  const auto con = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::contiguous), st.cost));
-  const auto pag = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged), st.cost));
+  const auto con = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::contiguous), st.cost));
+  const auto pag = summarize(simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::paged), st.cost));
   EXPECT_GT(pag.mean_batch, 1.5 * con.mean_batch);
   EXPECT_GT(pag.requests_per_s, con.requests_per_s);
   EXPECT_GT(pag.kv_utilization, 0.9);  // only the last block's tail is empty
@@ -248,7 +394,7 @@ TEST(Serving, PagedHoldsMoreRequestsThanContiguous) {
 
 TEST(Serving, OversizedRequestsAreRejectedWithAReason) {
   Engine st;
-  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged, 0.1);  // 0.1 GB: 190 tokens
+  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::paged, 0.1);  // 0.1 GB: 190 tokens
   const std::vector<Request> tr = {{0, 0.0, 50, 20}, {1, 0.1, 150, 100}, {2, 0.2, 2000, 100}, {3, 0.3, 30, 10}};
   const auto r = simulate_serving(tr, c, st.cost);
   EXPECT_FALSE(r.requests[0].rejected);
@@ -266,9 +412,9 @@ TEST(Serving, OversizedRequestsAreRejectedWithAReason) {
 TEST(Serving, BadConfigurationsAreClearErrors) {
   Engine st;
   const auto tr = trace(1, 10, 1.0);
-  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::contiguous, 0.5);  // < 1 GB = 2048 tokens
+  auto c = st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::contiguous, 0.5);  // < 1 GB = 2048 tokens
   EXPECT_THROW(simulate_serving(tr, c, st.cost), Error);
-  c = st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged);
+  c = st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::paged);
   c.max_batch_tokens = 1024;
   try {
     simulate_serving(tr, c, st.cost);
@@ -282,7 +428,7 @@ TEST(Serving, BadConfigurationsAreClearErrors) {
   EXPECT_THROW(serving_kv_capacity(load_model("llama-2-70b"), st.hw, kFp16, 1, 0.9, 2048), Error);
   EXPECT_GT(serving_kv_capacity(load_model("llama-2-70b"), st.hw, kFp16, 4, 0.9, 2048), 0);
   EXPECT_THROW(parse_scheduler("greedy"), Error);
-  EXPECT_THROW(parse_kv_scheme("virtual"), Error);
+  EXPECT_THROW(parse_kv_layout("virtual"), Error);
 }
 
 TEST(Serving, MemoizedStepCostIsTheParallelPrediction) {
@@ -302,7 +448,7 @@ TEST(Serving, MemoizedStepCostIsTheParallelPrediction) {
 TEST(Serving, ThePerRequestCsvIsATraceAgain) {
   Engine st;
   const auto tr = trace(8, 50, 5.0);
-  const auto r = simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvScheme::paged, 0.1), st.cost);
+  const auto r = simulate_serving(tr, st.config(Scheduler::continuous, Priority::prefill_first, KvLayout::paged, 0.1), st.cost);
   const auto again = parse_trace_csv(requests_csv(r), "requests.csv");  // reasons with commas are quoted
   ASSERT_EQ(again.size(), tr.size());
   for (std::size_t i = 0; i < tr.size(); ++i) {

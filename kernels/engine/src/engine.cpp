@@ -211,7 +211,7 @@ StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits
     if (ctx > e.max_context)
       throw Error(who + ": " + std::to_string(ctx) + " tokens exceed the engine's max context of " + std::to_string(e.max_context) +
                   (e.em.arch.sliding_window ? " (the model's sliding window: longer contexts are not run)" : ""));
-    more_blocks += ceil_div(ctx, o.block_size) - int64_t(e.blocks->blocks(s.slot).size());
+    more_blocks += std::max<int64_t>(0, ceil_div(ctx, o.block_size) - int64_t(e.blocks->blocks(s.slot).size()));
     tokens += n;
     rows += s.logits;
   }
@@ -375,6 +375,7 @@ int64_t Engine::held_tokens(int slot) const { return impl_->blocks->tokens(slot)
 void Engine::release(int slot) { impl_->blocks->release(slot); }
 void Engine::truncate(int slot, int64_t tokens) { impl_->blocks->truncate(slot, tokens); }
 const PagedKvManager& Engine::kv() const { return *impl_->blocks; }
+PagedKvManager& Engine::kv_blocks() { return *impl_->blocks; }
 const EngineModel& Engine::model() const { return impl_->em; }
 const EngineOptions& Engine::options() const { return impl_->opt; }
 const EngineMemory& Engine::memory() const { return impl_->mem; }

@@ -6,13 +6,6 @@
 
 namespace inferlab {
 
-std::string kv_layout_name(KvLayout l) { return l == KvLayout::paged ? "paged" : "contiguous"; }
-KvLayout parse_kv_layout(const std::string& s) {
-  if (s == "paged") return KvLayout::paged;
-  if (s == "contiguous") return KvLayout::contiguous;
-  throw Error("unknown KV layout '" + s + "' (known: contiguous, paged)");
-}
-
 std::size_t KvCacheView::pool_bytes() const {
   const std::size_t per_token = std::size_t(kv_heads * head_dim) * element_bytes();
   return layout == KvLayout::paged ? std::size_t(num_blocks * block_size) * per_token

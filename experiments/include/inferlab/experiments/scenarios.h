@@ -34,6 +34,7 @@
 #include "inferlab/sim/ops.h"
 #include "inferlab/sim/parallel.h"
 #include "inferlab/sim/roofline.h"
+#include "inferlab/experiments/serve_engine.h"
 #include "inferlab/sim/serving.h"
 
 namespace inferlab {
@@ -145,6 +146,23 @@ struct ServingPoint {
 };
 ServingPoint evaluate_serving_point(const Params& p);
 std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s);
+
+// serving_engine (src/serving_engine_scenario.cpp): a trace on the GPU engine beside the simulator with
+// the roofline and with the measured step cost, sharing the engine's KV memory (kv_gib).
+struct ServingEnginePoint {
+  ModelConfig model;
+  Hardware hardware;
+  EngineServeOptions options;
+  ServingConfig config;
+  int64_t kv_blocks = 0;
+  std::vector<Request> trace;  // arrivals at 0 when offline
+  ServingResult des_roofline;
+  std::optional<ServingResult> des_measured;  // when the step-cost file exists
+  std::string step_cost_source;
+  std::optional<EngineServeResult> engine;    // measured
+};
+ServingEnginePoint plan_serving_engine(const Params& p);
+std::vector<Row> serving_engine_rows(const ServingEnginePoint& sp, double sample_every_s);
 
 // speculative (src/speculative_scenario.cpp).
 std::vector<Row> speculative_rows(const Params& p);

@@ -17,7 +17,8 @@
 //
 // Schedulers (all first come, first served; the head of the queue blocks those behind it):
 //   static      request-level batching: when the engine is idle it takes up to max_batch waiting
-//               requests, prefills them in one pass and decodes them together until the longest one
+//               requests, prefills them (whole prompts, passes of at most max_batch_tokens tokens) and
+//               decodes them together until the longest one
 //               ends; a finished request keeps its slot and its KV until then, when all the batch's
 //               responses return and the next batch starts (request-level scheduling as Orca
 //               describes it). Prompts are not padded to the longest (a varlen prefill).
@@ -32,15 +33,21 @@
 //   decode_first   running decodes are never paused: every iteration decodes all of them, and prompts
 //                  (whole, or chunks in the remaining budget) join the same pass (Orca; Sarathi's
 //                  stall-free batching).
-// KV allocators (memory in blocks of B tokens; capacity = floor(KV bytes / (B x bytes per token))):
-//   contiguous  B = max_len: a request reserves max_len tokens when admitted, whatever it will use.
-//   paged       B = block_size: a request takes the blocks of its prompt when admitted (only if a
+// KV layouts (sim/kv_blocks.h: memory in blocks of B tokens; capacity = floor(KV bytes / (B x bytes per
+// token)); the simulator's own block manager has B = block_tokens(config), the engine's its own B):
+//   contiguous  a request reserves max_len tokens when admitted, whatever it will use (B = max_len).
+//   paged       B = block_size. Admission:
+//     reserve     a request reserves its prompt and every output token (P + O - 1) when admitted and
+//                 never grows: no preemption ever (TensorRT-LLM's GUARANTEED_NO_EVICT).
+//     optimistic  (default) a request takes the blocks of its prompt when admitted (only if a
 //               watermark of admission_watermark x all blocks stays free while others run: vLLM's 1%,
 //               headroom for the running decodes) and one block at a time as it decodes. When a
 //               decode finds no free block, the most recently
 //               admitted request is preempted (recompute, as vLLM v0): its blocks are freed and it
 //               rejoins the front of the queue; when readmitted it prefills its prompt and the tokens
 //               it had already emitted (which stay emitted), then continues.
+// Recompute is logged: the tokens preemptions threw away, and the share of iteration time spent storing
+// them again (each pass's time apportioned by its tokens).
 // Not modelled: padding (of static batches' prompts, or of finished rows), swapping to host memory,
 // prefix caching, a scheduler or sampler time on the host, several batches in flight (pipelining).
 #include <cstdint>
@@ -48,6 +55,7 @@
 #include <utility>
 #include <vector>
 
+#include "inferlab/sim/kv_blocks.h"
 #include "inferlab/sim/step_cost.h"
 #include "inferlab/sim/trace.h"
 
@@ -55,18 +63,19 @@ namespace inferlab {
 
 enum class Scheduler { static_batching, continuous, chunked };
 enum class Priority { prefill_first, decode_first };
-enum class KvScheme { contiguous, paged };
+enum class Admission { optimistic, reserve };
 std::string scheduler_name(Scheduler s);  // "static", "continuous", "chunked"
 Scheduler parse_scheduler(const std::string& s);
 std::string priority_name(Priority p);    // "prefill-first", "decode-first"
 Priority parse_priority(const std::string& s);
-std::string kv_scheme_name(KvScheme k);   // "contiguous", "paged"
-KvScheme parse_kv_scheme(const std::string& s);
+std::string admission_name(Admission a);  // "optimistic", "reserve"
+Admission parse_admission(const std::string& s);
 
 struct ServingConfig {
   Scheduler scheduler = Scheduler::continuous;
   Priority priority = Priority::prefill_first;
-  KvScheme kv = KvScheme::paged;
+  KvLayout kv = KvLayout::paged;
+  Admission admission = Admission::optimistic;  // paged only (contiguous always reserves max_len)
   int64_t block_size = 16;        // paged: tokens per block
   int64_t max_len = 2048;         // longest request (prompt + output) served; what contiguous reserves
   int64_t max_batch = 256;        // sequences admitted at once
@@ -109,6 +118,7 @@ struct Iteration {
   double kv_reserved = 0;            // bytes set aside during the pass
   double kv_used = 0;                // bytes holding tokens by its end
   int64_t kv_blocks = 0;             // blocks in use
+  int64_t recompute_tokens = 0;      // prefill tokens storing again what a preemption threw away
 };
 
 struct ServingResult {
@@ -123,12 +133,38 @@ struct ServingResult {
   double kv_bytes_per_token = 0;
   double reserved_integral = 0, used_integral = 0;  // byte-seconds over the iterations
   double busy_s = 0;                    // time spent in iterations
+  int64_t recompute_tokens = 0;         // stored tokens preemptions threw away
+  double recompute_s = 0;               // iteration time apportioned to storing them again
 };
 
 // Runs the trace (sorted by arrival; ids 0..n-1 in order). Throws inferlab::Error on a bad
 // configuration (non-positive sizes, a KV memory that cannot hold max_len tokens at all) or a
-// non-positive step time.
+// non-positive step time. The KV block manager is the simulator's own (blocks of block_tokens(config)),
+// or `kv` when given (the geometry of another, e.g. the engine's: then it must be empty).
 ServingResult simulate_serving(const std::vector<Request>& trace, const ServingConfig& config, StepCostModel& cost);
+ServingResult simulate_serving(const std::vector<Request>& trace, const ServingConfig& config, StepCostModel& cost,
+                               PagedKvManager& kv);
+// Blocks of a simulator's own manager: floor(KV bytes / (block_tokens x bytes per token)); throws when none.
+int64_t serving_kv_blocks(const ServingConfig& config);
+// Checks a configuration and a trace as simulate_serving does (for the other drivers).
+void check_serving(const std::vector<Request>& trace, const ServingConfig& config);
+
+struct ScheduledSequence;
+// The engine's side of the one scheduler: runs a planned pass and keeps the clock.
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual double now() = 0;                 // seconds since the start of the run
+  virtual void wait_until(double t) = 0;    // nothing to run: idle until t (the next arrival)
+  // Runs the pass that starts at `start`; returns when it ended (> start).
+  virtual double run(const std::vector<ScheduledSequence>& step, const Batch& batch, double start) = 0;
+  virtual std::string describe() const = 0;
+};
+// The engine loop: arrivals up to now() join, the scheduler plans a pass, the runner runs it, the pass
+// completes; idle until the next arrival when nothing can run. For a runner whose pass takes what a
+// StepCostModel says, it makes the same iterations as simulate_serving with that model and manager.
+ServingResult serve_iterations(const std::vector<Request>& trace, const ServingConfig& config, PagedKvManager& kv,
+                               StepRunner& runner);
 
 struct Percentiles {
   int64_t n = 0;
@@ -147,8 +183,14 @@ struct ServingSummary {
   double kv_capacity = 0, kv_peak_reserved = 0;
   double kv_mean_reserved = 0, kv_mean_used = 0, kv_mean_wasted = 0;  // time averages over the makespan
   double kv_utilization = 0;             // mean used / mean reserved
+  int64_t recompute_tokens = 0;          // stored tokens preemptions threw away
+  double recompute_fraction = 0;         // of the busy time, spent storing them again
 };
 ServingSummary summarize(const ServingResult& r);
+
+// The pass running at t = 0, every, 2 x every, ... up to the last pass's end (an empty Iteration while
+// idle: nothing is held then): KV memory over time. Empty without recorded iterations; every > 0.
+std::vector<std::pair<double, Iteration>> sample_iterations(const ServingResult& r, double every);
 
 // The timeline as Chrome trace JSON (chrome://tracing, ui.perfetto.dev): the engine's iterations
 // (prefill/decode tokens in their args) and KV memory counters, and per request its queueing,

@@ -9,7 +9,7 @@
 //   ffn_residual + final_norm over the rows that need logits → lm_head (fp32 logits) → sampling on the GPU.
 // Linear layers: bf16 weights through the streaming GEMV (kernels/gemm/gemv.h) for at most
 // kEngineGemvMaxTokens (sim/engine_step.h) tokens and cuBLAS above; int8 / int4 / 2:4 weights (quantized at load) through the weight-only kernels (kernels/gemm).
-// KV cache: paged blocks from the one block manager (kernels/kvcache PagedKvManager), one block table for
+// KV cache: paged blocks from the one block manager (sim/kv_blocks.h PagedKvManager), one block table for
 // every layer. Uniform decode steps (every sequence new = 1) run as CUDA graphs, one per padded batch size
 // and context bucket (captured on first use, after an eager run of that shape), unless `graphs` is off.
 // Plain C++ header.
@@ -21,7 +21,7 @@
 
 #include "inferlab/kernels/engine/arch.h"
 #include "inferlab/kernels/engine/weights.h"
-#include "inferlab/kernels/kvcache/allocator.h"
+#include "inferlab/sim/kv_blocks.h"
 #include "inferlab/sim/linear.h"
 #include "inferlab/sim/ops.h"
 
@@ -88,6 +88,9 @@ class Engine {
   void release(int slot);                   // the sequence ended: its blocks return to the pool
   void truncate(int slot, int64_t tokens);  // keep the first `tokens` (speculative rollback); whole blocks freed
   const PagedKvManager& kv() const;
+  // The block manager itself, for a scheduler that drives the engine's KV (sim/scheduler.h): it reserves
+  // a sequence's blocks ahead of its tokens; a step then only stores into blocks already held.
+  PagedKvManager& kv_blocks();
   const EngineModel& model() const;
   const EngineOptions& options() const;
   const EngineMemory& memory() const;

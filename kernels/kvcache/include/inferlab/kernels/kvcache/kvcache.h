@@ -6,8 +6,8 @@
 //               sequence maps logical block i to a physical block (vLLM's PagedAttention)
 //               k, v: [num_blocks, block_size, kv_heads, head_dim]
 //               block_table: [batch, max_blocks_per_seq] int32, -1 where unused
-// Host side (allocator.h, plain C++, built with or without CUDA): BlockAllocator and
-// PagedKvManager. Every check that
+// The layout enum and the host side (BlockAllocator, PagedKvManager) are sim/kv_blocks.h, plain C++
+// shared with the serving simulator. Every check that
 // can fail (a context beyond its blocks, an exhausted pool, a table entry outside the pool) is made
 // on the host before a launch and throws inferlab::Error.
 #include <cstdint>
@@ -16,14 +16,10 @@
 
 #include <cuda_runtime.h>
 
-#include "inferlab/kernels/kvcache/allocator.h"
+#include "inferlab/sim/kv_blocks.h"
 #include "inferlab/sim/dtype.h"
 
 namespace inferlab {
-
-enum class KvLayout { contiguous, paged };
-std::string kv_layout_name(KvLayout l);
-KvLayout parse_kv_layout(const std::string& s);
 
 struct KvCacheView {
   KvLayout layout = KvLayout::contiguous;

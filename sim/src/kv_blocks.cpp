@@ -1,4 +1,4 @@
-#include "inferlab/kernels/kvcache/allocator.h"
+#include "inferlab/sim/kv_blocks.h"
 
 #include <algorithm>
 #include <string>
@@ -7,27 +7,41 @@
 
 namespace inferlab {
 
-BlockAllocator::BlockAllocator(int64_t num_blocks) : num_blocks_(num_blocks) {
-  if (num_blocks <= 0 || num_blocks > INT32_MAX) throw Error("block pool size must be in 1..2^31-1");
-  free_.reserve(std::size_t(num_blocks));
-  for (int64_t i = num_blocks - 1; i >= 0; --i) free_.push_back(int32_t(i));  // hand out 0, 1, 2, ... first
-  in_use_.assign(std::size_t(num_blocks), 0);
+std::string kv_layout_name(KvLayout l) { return l == KvLayout::paged ? "paged" : "contiguous"; }
+KvLayout parse_kv_layout(const std::string& s) {
+  if (s == "paged") return KvLayout::paged;
+  if (s == "contiguous") return KvLayout::contiguous;
+  throw Error("unknown KV layout '" + s + "' (known: contiguous, paged)");
 }
 
+BlockAllocator::BlockAllocator(int64_t num_blocks) : num_blocks_(num_blocks) {
+  if (num_blocks <= 0 || num_blocks > INT32_MAX) throw Error("block pool size must be in 1..2^31-1");
+}
+
+// Fresh blocks are handed out in order 0, 1, 2, ...; a released block is handed out again before any
+// fresh one (last released, first reused). The bookkeeping grows with the blocks ever used, not the pool.
 int32_t BlockAllocator::allocate() {
-  if (free_.empty())
+  if (used_ == num_blocks_)
     throw Error("KV block pool exhausted: all " + std::to_string(num_blocks_) + " blocks are in use");
-  const int32_t b = free_.back();
-  free_.pop_back();
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
+    free_.pop_back();
+  } else {
+    b = int32_t(in_use_.size());
+    in_use_.push_back(0);
+  }
   in_use_[std::size_t(b)] = 1;
+  ++used_;
   return b;
 }
 
 void BlockAllocator::release(int32_t b) {
-  if (b < 0 || b >= num_blocks_ || !in_use_[std::size_t(b)])
+  if (b < 0 || std::size_t(b) >= in_use_.size() || !in_use_[std::size_t(b)])
     throw Error("releasing KV block " + std::to_string(b) + ", which is not allocated");
   in_use_[std::size_t(b)] = 0;
   free_.push_back(b);
+  --used_;
 }
 
 PagedKvManager::PagedKvManager(int64_t num_blocks, int64_t block_size, int64_t max_blocks_per_seq)
@@ -48,12 +62,26 @@ const PagedKvManager::Seq& PagedKvManager::seq(int slot) const {
 
 void PagedKvManager::grow(int slot, int64_t tokens) {
   Seq& s = seq(slot);
-  const int64_t need = (tokens + block_size_ - 1) / block_size_;
+  const int64_t need = kv_blocks_for(tokens, block_size_);
   if (need > max_blocks_)
     throw Error("sequence " + std::to_string(slot) + ": " + std::to_string(tokens) + " tokens need " +
                 std::to_string(need) + " blocks, beyond the " + std::to_string(max_blocks_) + " a table row holds");
   while (int64_t(s.blocks.size()) < need) s.blocks.push_back(alloc_.allocate());
   s.tokens = std::max(s.tokens, tokens);
+}
+
+int64_t PagedKvManager::blocks_needed(int slot, int64_t tokens) const {
+  return std::max<int64_t>(0, kv_blocks_for(tokens, block_size_) - int64_t(seq(slot).blocks.size()));
+}
+
+bool PagedKvManager::reserve(int slot, int64_t tokens, int64_t keep_free) {
+  const int64_t need = blocks_needed(slot, tokens);
+  if (need == 0) return true;
+  if (need + keep_free > alloc_.free_blocks()) return false;
+  const int64_t held = seq(slot).tokens;
+  grow(slot, tokens);
+  seq(slot).tokens = held;
+  return true;
 }
 
 void PagedKvManager::release(int slot) {
