@@ -32,8 +32,8 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
             series). Rows with fits=false (memory over the device capacity) get hollow markers.
             A compared column is drawn even where y is empty (predict-only rows); a panel with
             nothing to draw says so.
-  grouped_bars: x (a category column: one group of bars per value), y (one column), series (one bar per
-            value in each group), facet, logy. Several rows of one bar give their mean, with
+  grouped_bars: x (a category column: one group of bars per value), y (one column, or a list: a panel
+            per column, `wrap` panels a row), series (one bar per value in each group), facet, logy. Several rows of one bar give their mean, with
             min-max whiskers (e.g. the error of a format over every batch); an empty panel says so.
   stacked_bars: x (a column naming each bar, kept in row order), stack (columns stacked in each bar),
             labels (legend names of the stack, default the columns), ylabel, hline (a column holding a
@@ -411,24 +411,33 @@ def line(rows, plot):
 
 def grouped_bars(rows, plot):
     """Grouped bars: one group per x value (a category, in order of appearance), one bar per series.
-    Several rows of one bar (e.g. every batch of a format) give the mean, with min-max whiskers."""
+    Several rows of one bar (e.g. every batch of a format) give the mean, with min-max whiskers.
+    y a list of columns: one panel per column (each with its own unit), wrapped at `wrap` panels a row."""
     x = plot.get("x")
-    y = plot.get("y")
-    if not x or not y or isinstance(y, list):
-        fail("a grouped_bars plot needs x and one y column")
+    ys = as_list(plot.get("y"))
+    if not x or not ys:
+        fail("a grouped_bars plot needs x and y")
     series = as_list(plot.get("series"))
     logy = plot.get("logy", False)
-    groups, shape = panels(rows, plot)
-    fig, axes = figure(shape, plot, 6.4, 4.4, extra_w=2.8)
+    if isinstance(plot.get("y"), list):
+        wrap = int(plot.get("wrap") or len(ys))
+        groups = [(display(y)[1], rows, y) for y in ys]
+        shape = (-(-len(ys) // wrap), min(wrap, len(ys)))
+        groups += [("", [], None)] * (shape[0] * shape[1] - len(groups))
+        fig, axes = figure(shape, plot, 4.2, 3.6, extra_w=1.6)
+    else:
+        sel_groups, shape = panels(rows, plot)
+        groups = [(title, sel, ys[0]) for title, sel in sel_groups]
+        fig, axes = figure(shape, plot, 6.4, 4.4, extra_w=2.8)
     cats = ordered_values(rows, x)
     styles = SeriesStyles(rows, series)
     keys = styles.keys
     width = 0.8 / max(len(keys), 1)
-    scale, ylabel = display(y)
-    for ax, (title, sel) in zip(axes, groups):
+    for ax, (title, sel, y) in zip(axes, groups):
         if not sel:
             ax.set_visible(False)
             continue
+        scale, ylabel = display(y)
         drawn = False
         for i, k in enumerate(keys):
             colour = COLORS[i % len(COLORS)]
@@ -452,7 +461,7 @@ def grouped_bars(rows, plot):
         elif logy:
             ax.set_yscale("log")
         ax.set_xticks(range(len(cats)))
-        ax.set_xticklabels(cats, fontsize=8)
+        ax.set_xticklabels(cats, fontsize=8, rotation=20 if len(ys) > 1 else 0, ha="right" if len(ys) > 1 else "center")
         ax.set_xlim(-0.6, len(cats) - 0.4)
         ax.set_xlabel(display(x)[1])
         ax.set_ylabel(ylabel)
@@ -460,7 +469,7 @@ def grouped_bars(rows, plot):
             ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", which="both", alpha=0.25)
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[i % len(COLORS)],
-                             label=", ".join(value_text(c, v) for c, v in zip(series, k)) or display(y)[1])
+                             label=", ".join(value_text(c, v) for c, v in zip(series, k)) or display(ys[0])[1])
                for i, k in enumerate(keys)]
     fig.legend(handles=handles, loc="center right", fontsize=7, frameon=False,
                title=", ".join(series) if series else None, title_fontsize=7)
@@ -612,8 +621,8 @@ def problems(plot, rows, columns):
     known = set(COLUMN_FIELDS + KEYED_FIELDS + PAIRED_FIELDS + OTHER_FIELDS)
     out += [f"unknown field '{k}' (known: {', '.join(sorted(known - {'_where'}))})" for k in plot if k not in known]
     out += [f"a {kind} plot needs '{f}'" for f in REQUIRED[kind] if not plot.get(f)]
-    if kind == "grouped_bars" and isinstance(plot.get("y"), list):
-        out.append("a grouped_bars plot takes one y column")
+    if kind == "grouped_bars" and isinstance(plot.get("y"), list) and plot.get("facet"):
+        out.append("a grouped_bars plot with a list of y columns (a panel each) takes no facet")
     if kind == "stacked_bars" and plot.get("labels") and len(as_list(plot["labels"])) != len(as_list(plot.get("stack"))):
         out.append("stacked_bars: labels must name every stack column")
     named = [c for f in COLUMN_FIELDS for c in as_list(plot.get(f))] + COLUMNS_OF_KIND.get(kind, [])

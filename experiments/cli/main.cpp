@@ -5,7 +5,10 @@
 //   inferlab memory --model M --batch 1 --context 4096 [--hardware H] [--block-size 16]
 //   inferlab serve  --model M --hardware H [--trace T.csv | --requests N --rate R --seed S]
 //                   --scheduler continuous --kv paged --block-size 16 [--chrome-trace out.json]
-//   inferlab run SPEC.yaml... [--predict-only] [--out DIR] [--fresh]
+//   inferlab run SPEC.yaml... [--predict-only] [--out DIR] [--fresh] [--shard I/N]
+//   inferlab merge DIR [--out DIR]     join the shards of a run spread over processes (cli/merge.cpp)
+//   inferlab report RESULTS_DIR [--out PAGE.html]   one HTML page of a results folder (cli/report.cpp)
+//   inferlab compare --model A,B --hardware G,H [--batch B --context C]   side by side (cli/compare.cpp)
 //   inferlab plot RESULTS.csv [--plot NAME] [--out DIR]
 //   inferlab ceilings [--quick]        measure this GPU: bandwidths, FP32/tensor peaks, launch overhead
 //   inferlab generate --model M --weights random|PATH --batch B --prompt-tokens P --new-tokens N
@@ -47,6 +50,7 @@
 #include "inferlab/sim/warnings.h"
 #include "describe.h"
 #include "eval_verb.h"
+#include "verbs.h"
 
 namespace fs = std::filesystem;
 using namespace inferlab;
@@ -938,6 +942,9 @@ int main(int argc, char** argv) {
   run->add_option("--ceilings", run_opts.ceilings,
                   std::string("ceilings of every point that takes them (the spec must not set them): ") + kCeilingsHelp);
   run->add_flag("--no-plots", no_plots, "skip the figures");
+  std::string run_shard;
+  run->add_option("--shard", run_shard,
+                  "I/N: run the points I, I+N, I+2N, ... (I from 0 to N-1) into NAME.shard-I-of-N.csv; `merge` joins the N shards");
   run->add_flag("--json", json, "machine-readable summary");
 
   std::string ceil_hw, ceil_out;
@@ -988,6 +995,8 @@ int main(int argc, char** argv) {
   plot->add_flag("--check", plot_args.check, "check that the plots can be drawn from the CSV; draw nothing");
   plot->add_flag("--json", json, "machine-readable output");
 
+  const std::vector<Verb> verbs = {add_merge_verb(app, json), add_compare_verb(app, json), add_report_verb(app, json)};
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -1012,9 +1021,12 @@ int main(int argc, char** argv) {
     if (*run) {
       run_opts.out_dir = out_dir;
       run_opts.plots = !no_plots;
+      if (!run_shard.empty()) run_opts.shard = parse_shard(run_shard);
       status = cmd_run(specs, run_opts, json);
     }
     if (*plot) status = cmd_plot(plot_args, json);
+    for (const Verb& v : verbs)
+      if (*v.command) status = v.run();
     if (*ceilings) status = cmd_ceilings(ceil_hw, ceil_out, ceil_quick, json);
     if (*generate) status = cmd_generate(gen_p, gen_predict_only, gen_profile, json);
     if (*eval) status = cmd_eval(eval_args, json);

@@ -39,18 +39,19 @@ std::string plot_python() {
   return chosen;
 }
 
+std::string script_python() {
+  for (const std::string& py : {std::string(std::getenv("INFERLAB_PYTHON") ? std::getenv("INFERLAB_PYTHON") : ""),
+                                std::string(INFERLAB_PYTHON), std::string("python3")}) {
+    std::string out;
+    if (!py.empty() && run(shell_quote(py) + " -c ''", out) == 0) return py;
+  }
+  return std::string();
+}
+
 void check_plots(const std::string& csv_text, const std::vector<nlohmann::json>& plots) {
   if (plots.empty()) return;
   const fs::path script = project_root() / "plots" / "plot.py";
-  std::string python;
-  for (const std::string py : {std::string(std::getenv("INFERLAB_PYTHON") ? std::getenv("INFERLAB_PYTHON") : ""),
-                               std::string(INFERLAB_PYTHON), std::string("python3")}) {
-    std::string out;
-    if (!py.empty() && run(shell_quote(py) + " -c ''", out) == 0) {
-      python = py;
-      break;
-    }
-  }
+  const std::string python = script_python();
   if (python.empty() || !fs::is_regular_file(script)) return;
   const fs::path dir = fs::temp_directory_path() / ("inferlab_plotcheck_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -84,28 +84,24 @@ ResultTable parse_csv(const std::string& text, const std::string& origin) {
 
 ResultTable read_csv(const std::filesystem::path& path) { return parse_csv(read_text_file(path), path.string()); }
 
+nlohmann::json cell_json(const std::string& v) {
+  if (v == "true" || v == "false") return v == "true";
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (!v.empty() && end && *end == '\0' && std::isfinite(d)) {
+    if (d == std::floor(d) && std::fabs(d) < 9.0e15 && v.find_first_of(".eE") == std::string::npos)
+      return static_cast<int64_t>(d);
+    return d;
+  }
+  if (v.empty()) return nullptr;
+  return v;
+}
+
 nlohmann::json rows_to_json(const std::vector<Row>& rows) {
   auto out = nlohmann::json::array();
   for (const auto& r : rows) {
     nlohmann::json o = nlohmann::json::object();
-    for (const auto& [k, v] : r) {
-      if (v == "true" || v == "false") {
-        o[k] = v == "true";
-        continue;
-      }
-      char* end = nullptr;
-      const double d = std::strtod(v.c_str(), &end);
-      if (!v.empty() && end && *end == '\0' && std::isfinite(d)) {
-        if (d == std::floor(d) && std::fabs(d) < 9.0e15 && v.find_first_of(".eE") == std::string::npos)
-          o[k] = static_cast<int64_t>(d);
-        else
-          o[k] = d;
-      }
-      else if (v.empty())
-        o[k] = nullptr;
-      else
-        o[k] = v;
-    }
+    for (const auto& [k, v] : r) o[k] = cell_json(v);
     out.push_back(std::move(o));
   }
   return out;

@@ -105,6 +105,70 @@ fs::path default_out_dir(const GpuInfo& gpu, bool predict_only) {
   return fs::current_path() / "out" / (predict_only || !gpu.present ? std::string("model") : gpu.slug());
 }
 
+PredictedSpec predict_spec(const Spec& spec, const RunOptions& opt) {
+  using clock = std::chrono::steady_clock;
+  PredictedSpec ps;
+  try {
+    ps.scenario = &find_scenario(spec.scenario);
+  } catch (const Error& e) {
+    throw Error(spec.location("scenario") + ": " + e.what());
+  }
+  const Scenario& scenario = *ps.scenario;
+  const std::vector<Point> all = spec.points();
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (int64_t(i) % opt.shard.count == opt.shard.index) {
+      ps.index.push_back(int64_t(i));
+      ps.given.push_back(all[i].params);
+    }
+  const bool takes_ceilings = std::any_of(scenario.params.begin(), scenario.params.end(),
+                                          [](const ParamInfo& pi) { return pi.name == "ceilings"; });
+  Progress predicting(opt.progress, ps.given.size(), "predicting");
+  for (Params& given : ps.given) {
+    if (g_stop.load() || (opt.stop_after >= 0 && int64_t(ps.completed.size()) >= opt.stop_after)) {
+      predicting.stopped();
+      return ps;  // interrupted while predicting
+    }
+    const Params as_given = given;
+    if (!opt.ceilings.empty() && takes_ceilings) {
+      if (given.count("ceilings"))
+        throw Error(spec.location("ceilings") + ": the spec sets ceilings (" + given.at("ceilings") +
+                    ") and --ceilings " + opt.ceilings + " was given: drop one of them");
+      given["ceilings"] = opt.ceilings;
+    }
+    const auto start = clock::now();
+    try {
+      ps.completed.push_back(complete_params(scenario, given));
+      ps.predicted.push_back(scenario.predict(ps.completed.back()));
+    } catch (const Error& e) {
+      // Name the line of the first parameter the message mentions, else the spec file.
+      std::string where = spec.path.string();
+      const std::string msg = e.what();
+      for (const auto& [k, _] : as_given)
+        if (msg.find("'" + k + "'") != std::string::npos) {
+          where = spec.location(k);
+          break;
+        }
+      throw Error(where + ": point {" + describe(as_given) + "}: " + msg);
+    }
+    predicting.point(ps.completed.size() - 1, given, std::chrono::duration<double>(clock::now() - start).count(), false);
+  }
+  // The point's key in the file: its parameters, completed with the scenario's defaults.
+  for (const auto& c : ps.completed) {
+    std::string k;
+    for (const auto& [name, value] : c) k += (k.empty() ? "" : ";") + name + "=" + value;
+    ps.keys.push_back(k);
+  }
+  ps.complete = true;
+  return ps;
+}
+
+ResultTable PredictedSpec::table() const {
+  ResultTable t;
+  for (std::size_t i = 0; i < predicted.size(); ++i)
+    for (const Row& r : predicted[i]) t.add(result_row(keys[i], completed[i], r));
+  return t;
+}
+
 RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) {
   SignalGuard guard;
   using clock = std::chrono::steady_clock;
@@ -125,47 +189,21 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
   RunResult res;
   const auto measure = opt.measure ? opt.measure : scenario->measure;
   res.measured = !opt.predict_only && measure && (opt.measure || gpu.present);
-  res.csv = out / (spec.name + ".csv");
-  res.provenance = out / (spec.name + ".json");
+  res.csv = out / (spec.name + opt.shard.suffix() + ".csv");
+  res.provenance = out / (spec.name + opt.shard.suffix() + ".json");
 
   // 1. Every point is checked and predicted before anything is written.
-  std::vector<Point> points = spec.points();
-  res.points = int64_t(points.size());
-  std::vector<Params> completed;
-  std::vector<std::vector<Row>> predicted;
-  const bool takes_ceilings = std::any_of(scenario->params.begin(), scenario->params.end(),
-                                          [](const ParamInfo& pi) { return pi.name == "ceilings"; });
-  Progress predicting(opt.progress, points.size(), "predicting");
-  for (Point& pt : points) {
-    if (g_stop.load() || (opt.stop_after >= 0 && !res.measured && int64_t(completed.size()) >= opt.stop_after)) {
-      predicting.stopped();
-      res.ran = int64_t(completed.size());
-      return res;  // interrupted while predicting: nothing written
-    }
-    Params& given = pt.params;
-    if (!opt.ceilings.empty() && takes_ceilings) {
-      if (given.count("ceilings"))
-        throw Error(spec.location("ceilings") + ": the spec sets ceilings (" + given.at("ceilings") +
-                    ") and --ceilings " + opt.ceilings + " was given: drop one of them");
-      given["ceilings"] = opt.ceilings;
-    }
-    const auto start = clock::now();
-    try {
-      completed.push_back(complete_params(*scenario, given));
-      predicted.push_back(scenario->predict(completed.back()));
-    } catch (const Error& e) {
-      // Name the line of the first parameter the message mentions, else the spec file.
-      std::string where = spec.path.string();
-      const std::string msg = e.what();
-      for (const auto& [k, _] : pt.params)
-        if (msg.find("'" + k + "'") != std::string::npos) {
-          where = spec.location(k);
-          break;
-        }
-      throw Error(where + ": point {" + describe(pt.params) + "}: " + msg);
-    }
-    predicting.point(completed.size() - 1, given, std::chrono::duration<double>(clock::now() - start).count(), false);
+  RunOptions popt = opt;
+  if (res.measured) popt.stop_after = -1;  // a test's stop_after counts measured points then
+  PredictedSpec ps = predict_spec(spec, popt);
+  res.points = int64_t(ps.given.size());
+  if (!ps.complete) {
+    res.ran = int64_t(ps.completed.size());
+    return res;  // interrupted while predicting: nothing written
   }
+  const std::vector<Params>& points = ps.given;
+  const std::vector<Params>& completed = ps.completed;
+  std::vector<std::vector<Row>>& predicted = ps.predicted;
 
   // Ceilings: points left to `auto` must not mix measured and datasheet figures.
   std::set<std::string> sources, auto_sources;
@@ -182,20 +220,10 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
                 " across the points (only some GPUs have a measured file): set ceilings: datasheet to compare GPUs on the "
                 "same footing, or measured");
 
-  // The point's key in the file: its parameters, completed with the scenario's defaults.
-  std::vector<std::string> keys;
-  for (const auto& c : completed) {
-    std::string k;
-    for (const auto& [name, value] : c) k += (k.empty() ? "" : ";") + name + "=" + value;
-    keys.push_back(k);
-  }
-  auto table_of = [&] {
-    ResultTable t;
-    for (std::size_t i = 0; i < points.size(); ++i)
-      for (const Row& r : predicted[i]) t.add(result_row(keys[i], completed[i], r));
-    return t;
-  };
-  if (!spec.plots.empty()) check_plots(table_of().to_csv(), spec.plots);  // the rows about to be written
+  auto table_of = [&] { return ps.table(); };
+  // The rows about to be written. A shard holds only some of them, so a figure may have none of its rows
+  // there: the figures are checked when `merge` has joined the shards.
+  if (!spec.plots.empty() && opt.shard.whole()) check_plots(table_of().to_csv(), spec.plots);
 
   // Warnings of the inputs (a model config read with an assumption): kept in the provenance, and
   // noted again for the caller to show.
@@ -248,7 +276,7 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
       try {
         scenario->preflight(completed[i]);
       } catch (const Error& e) {
-        throw Error(spec.path.string() + ": point {" + describe(points[i].params) + "}: " + e.what());
+        throw Error(spec.path.string() + ": point {" + describe(points[i]) + "}: " + e.what());
       }
     }
   }
@@ -266,6 +294,23 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
   prov["warnings"] = warnings;
   prov["ceilings"] = sources;
   prov["started"] = utc_now_iso8601();
+  if (!opt.shard.whole()) {
+    // What `merge` needs to put the rows back in spec order: each point's index in the spec and its rows.
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& p : predicted) rows.push_back(p.size());
+    // and the row where each column first appears, for the merged columns to stand in a whole run's order.
+    nlohmann::json columns = nlohmann::json::array();
+    std::set<std::string> seen;
+    int64_t row = 0;
+    for (std::size_t i = 0; i < predicted.size(); ++i)
+      for (const Row& r : predicted[i]) {
+        for (const auto& [k, _] : result_row(ps.keys[i], completed[i], r))
+          if (seen.insert(k).second) columns.push_back({k, row});
+        ++row;
+      }
+    prov["shard"] = {{"index", opt.shard.index}, {"count", opt.shard.count}, {"points", ps.index}, {"rows", rows},
+                     {"columns", columns}};
+  }
 
   const std::string commit = git_commit();
   auto flush = [&](bool complete) {
@@ -310,7 +355,7 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
       try {
         measure(completed[i], predicted[i]);
       } catch (const std::exception& e) {
-        throw Error(spec.path.string() + ": point {" + describe(points[i].params) + "}: measurement failed: " +
+        throw Error(spec.path.string() + ": point {" + describe(points[i]) + "}: measurement failed: " +
                     e.what() + " (the points measured before it are kept; rerun to go on)");
       }
       for (Row& r : predicted[i]) {
@@ -319,15 +364,15 @@ RunResult run_spec(const Spec& spec, const RunOptions& opt, const GpuInfo& gpu) 
       }
       ++res.ran;
       flush(false);
-      measuring.point(i, points[i].params, std::chrono::duration<double>(clock::now() - start).count(), true);
+      measuring.point(i, points[i], std::chrono::duration<double>(clock::now() - start).count(), true);
     }
   }
   prov["finished"] = utc_now_iso8601();
   flush(true);
   res.complete = true;
 
-  // 4. Figures.
-  if (opt.plots && !spec.plots.empty()) res.figures = draw_plots(res.csv, spec.plots, out / "figures", spec.name);
+  // 4. Figures (a shard's are drawn by `merge`, from every shard's rows).
+  if (opt.plots && !spec.plots.empty() && opt.shard.whole()) res.figures = draw_plots(res.csv, spec.plots, out / "figures", spec.name);
   return res;
 }
 

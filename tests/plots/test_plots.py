@@ -109,6 +109,8 @@ with tempfile.TemporaryDirectory() as d:
         (lin_csv, {"name": "lp", "kind": "line", "x": "m", "y": ["measured_speedup"], "series": ["format"],
                    "compare": {"measured_speedup": "predicted_speedup"}, "where": {"shape": "1024x4096"}}),
         (lin_csv, {"name": "b", "kind": "grouped_bars", "x": "format", "y": "rel_error", "series": ["shape"], "logy": True}),
+        (model_csv, {"name": "bp", "kind": "grouped_bars", "x": "hardware", "y": ["predicted_s", "ai", "flops"],
+                     "series": ["phase"], "wrap": 2}),
         (lin_csv, {"name": "be", "kind": "grouped_bars", "x": "format", "y": "rel_error", "facet": "shape",
                    "where": {"shape": "1024x4096"}}),
     ]
@@ -153,7 +155,8 @@ with tempfile.TemporaryDirectory() as d:
                          ({"kind": "heatmap", "x": "batch", "y": "ai"}, "needs 'z'"),
                          ({"kind": "line", "x": "batch", "y": "ai", "serie": "op"}, "unknown field 'serie'"),
                          ({"kind": "heatmap", "x": "batch", "y": "ai", "z": "nope"}, "column 'nope'"),
-                         ({"kind": "grouped_bars", "x": "batch", "y": ["ai", "flops"]}, "one y column")):
+                         ({"kind": "grouped_bars", "x": "batch", "y": ["ai", "flops"], "facet": "phase"},
+                          "takes no facet")):
         spec = os.path.join(d, "bad.json")
         with open(spec, "w") as f:
             json.dump(plot, f)

@@ -15,6 +15,10 @@ namespace inferlab {
 // /usr/bin/python3. Throws inferlab::Error naming the package to install when none has it.
 std::string plot_python();
 
+// A python3 to run the scripts of plots/ that need no matplotlib (checking plot entries, the HTML report):
+// $INFERLAB_PYTHON, the one found at configure time, python3; empty when there is none.
+std::string script_python();
+
 // Checks a spec's plot entries against the rows a run is about to write (csv_text: the results as
 // they will be written), with plots/plot.py --check: a known kind, its fields, the columns it names,
 // rows left after its filters. Throws inferlab::Error listing every problem with the spec line.

@@ -32,5 +32,7 @@ ResultTable parse_csv(const std::string& text, const std::string& origin);
 
 // Rows as JSON objects; cells that parse fully as numbers become numbers, "true"/"false" booleans.
 nlohmann::json rows_to_json(const std::vector<Row>& rows);
+// One cell as rows_to_json writes it: a number, a boolean, null (empty) or the text.
+nlohmann::json cell_json(const std::string& cell);
 
 }  // namespace inferlab

@@ -31,6 +31,19 @@
 
 namespace inferlab {
 
+struct Scenario;
+
+// One shard of a spec's points for a run spread over processes or machines (src/shard.cpp): the
+// points whose index in the spec is index, index + count, index + 2 count, ... (index 0-based, below
+// count). count 1 is the whole spec.
+struct Shard {
+  int64_t index = 0, count = 1;
+  bool whole() const { return count == 1; }
+  std::string suffix() const;  // ".shard-2-of-8" (empty for the whole spec): the results file's name is NAME+suffix
+};
+// "I/N" as given to --shard: 0 <= I < N. Anything else throws inferlab::Error naming the problem.
+Shard parse_shard(const std::string& text);
+
 struct RunOptions {
   bool predict_only = false;
   bool allow_dirty = false; // write into data/results/ from a tree with uncommitted changes
@@ -40,6 +53,7 @@ struct RunOptions {
   bool progress = true;     // progress lines on stderr
   std::filesystem::path out_dir;
   std::string ceilings;     // set `ceilings` on every point whose scenario takes it (a spec setting it too is an error)
+  Shard shard;              // run these points only, into NAME.shard-I-of-N.{csv,json}, without figures (`merge` joins them)
   int64_t stop_after = -1;  // tests: behave as if interrupted after this many points (measured, or predicted)
   // Tests: measure with this in place of the scenario's kernels, as on the GPU `gpu` names.
   std::function<void(const Params&, std::vector<Row>&)> measure;
@@ -64,6 +78,20 @@ struct RunResult {
 std::filesystem::path default_out_dir(const GpuInfo& gpu, bool predict_only);
 
 RunResult run_spec(const Spec& spec, const RunOptions& options, const GpuInfo& gpu);
+
+// The points of a spec (of options.shard), each checked, completed with its scenario's defaults and
+// predicted, in spec order; nothing written. Bad input throws inferlab::Error naming the spec line.
+// `complete` is false when a stop was requested (or options.stop_after reached) before the last point.
+struct PredictedSpec {
+  const Scenario* scenario = nullptr;
+  std::vector<int64_t> index;             // each point's index among the spec's points
+  std::vector<Params> given, completed;   // as the spec gives them (with --ceilings), and completed
+  std::vector<std::string> keys;          // the `point` column: the completed parameters
+  std::vector<std::vector<Row>> predicted;
+  bool complete = false;
+  ResultTable table() const;              // the rows as a results file holds them
+};
+PredictedSpec predict_spec(const Spec& spec, const RunOptions& options);
 
 // Set by SIGINT/SIGTERM while run_spec runs; checked between points.
 void request_stop();
