@@ -19,7 +19,7 @@ for b in build/inferlab_bench_*; do [ -x "$b" ] && cp "$b" .gpu/bin/; done
 find build/tests -maxdepth 1 -type f -perm -u+x -name 'inferlab_*_tests' -exec cp {} .gpu/bin/ \;
 for bin in .gpu/bin/*; do
   ldd "$bin" | awk '$3 ~ /^\// {print $3}' |
-    grep -v -E '/(libc|libm|libdl|librt|libutil|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/cuda[^/]*/|libcuda\.so|libnvidia' |
+    { grep -v -E '/(libc|libm|libdl|librt|libutil|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|/cuda[^/]*/|libcuda\.so|libnvidia' || true; } |
     while read -r lib; do cp -n "$lib" .gpu/lib/ 2>/dev/null || true; done
 done
 echo "pack-gpu: $(ls .gpu/bin | wc -l) binaries, $(ls .gpu/lib | wc -l) libraries, $(du -sh .gpu | cut -f1) in .gpu/"
