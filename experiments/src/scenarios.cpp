@@ -781,6 +781,8 @@ const std::vector<Scenario>& scenarios() {
         {"draft_format", "none", "self: int8 or int4; model: the draft's weight format (none: bf16)"},
         {"gamma", "4", "tokens drafted per round (1 .. 15)"},
         {"batch", "1", "sequences decoding together"},
+        {"sequences", "0", "prompts per point, run as sequences / batch batches one after another, their tokens "
+                           "and times summed (0: one batch)"},
         {"prompt_tokens", "128", "tokens of each prompt"},
         {"new_tokens", "128", "tokens each sequence generates at least"},
         {"prompts", "random", "a text file (byte-level models: its bytes) or random token ids"},

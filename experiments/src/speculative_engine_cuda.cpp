@@ -23,7 +23,7 @@ constexpr int64_t kSlots = 64, kTokensPerSlot = 640;
 struct Engines {
   std::string target_key, draft_key;
   std::unique_ptr<Engine> target, draft;
-  std::map<std::string, GenerationResult> plain;  // plain runs by prompts, batch, tokens, sampling
+  std::map<std::string, std::vector<GenerationResult>> plain;  // plain runs by prompts, batch, tokens, sampling
 };
 Engines& engines() {
   static Engines e;
@@ -73,31 +73,50 @@ SpecEngineMeasurement measure_speculative_engine(const SpecEngineConfig& c) {
   target.set_graphs(c.graphs);
   if (E.draft) E.draft->set_graphs(c.graphs);
 
-  const std::vector<std::vector<int32_t>> prompts = spec_engine_prompts(c);
+  const std::vector<std::vector<int32_t>> all = spec_engine_prompts(c);
+  std::vector<std::vector<std::vector<int32_t>>> sets;
+  for (int64_t r = 0; r < c.repeats; ++r)
+    sets.emplace_back(all.begin() + r * c.batch, all.begin() + (r + 1) * c.batch);
   SamplingParams sampling;
   sampling.temperature = float(c.temperature);
   sampling.seed = c.seed;
-  const std::string pkey = c.prompts + "|" + std::to_string(c.batch) + "|" + std::to_string(c.prompt_tokens) + "|" +
-                           std::to_string(c.new_tokens) + "|" + num(c.temperature) + "|" + (c.graphs ? "g" : "e");
+  // Plain decoding of every batch (the first once more before, to warm), kept across the points that share it.
+  const std::string pkey = c.prompts + "|" + std::to_string(c.batch) + "|" + std::to_string(c.repeats) + "|" +
+                           std::to_string(c.prompt_tokens) + "|" + std::to_string(c.new_tokens) + "|" +
+                           num(c.temperature) + "|" + (c.graphs ? "g" : "e");
   auto found = E.plain.find(pkey);
   if (found == E.plain.end()) {
-    plain_generate(target, prompts, c.new_tokens, sampling);  // warm
-    found = E.plain.emplace(pkey, plain_generate(target, prompts, c.new_tokens, sampling)).first;
+    plain_generate(target, sets[0], c.new_tokens, sampling);  // warm
+    std::vector<GenerationResult> runs;
+    for (const auto& set : sets) runs.push_back(plain_generate(target, set, c.new_tokens, sampling));
+    found = E.plain.emplace(pkey, std::move(runs)).first;
   }
-  const GenerationResult& plain = found->second;
+  const std::vector<GenerationResult>& plain = found->second;
 
   std::unique_ptr<SpeculativeDrafter> drafter =
       E.draft ? make_model_drafter(*E.draft, c.drafter) : make_ngram_drafter(c.ngram_min, c.ngram_max);
-  speculative_generate(target, *drafter, prompts, c.new_tokens, c.gamma, sampling);  // warm
-  const GenerationResult spec = speculative_generate(target, *drafter, prompts, c.new_tokens, c.gamma, sampling);
+  speculative_generate(target, *drafter, sets[0], c.new_tokens, c.gamma, sampling);  // warm
+  SpeculativeStats s;
+  double plain_s = 0, spec_s = 0;
+  int64_t plain_tokens = 0, plain_steps = 0, spec_tokens = 0, same = 0;
+  for (std::size_t r = 0; r < sets.size(); ++r) {
+    const GenerationResult spec = speculative_generate(target, *drafter, sets[r], c.new_tokens, c.gamma, sampling);
+    const SpeculativeStats& t = spec.spec;
+    s.rounds += t.rounds, s.sequence_rounds += t.sequence_rounds, s.drafted += t.drafted, s.accepted += t.accepted;
+    s.rejections += t.rejections, s.emitted += t.emitted;
+    s.draft_s += t.draft_s, s.verify_s += t.verify_s, s.host_s += t.host_s;
+    spec_s += spec.decode_s, spec_tokens += spec.generated;
+    plain_s += plain[r].decode_s, plain_tokens += plain[r].generated, plain_steps += plain[r].decode_steps;
+    for (std::size_t i = 0; i < sets[r].size(); ++i)
+      same += std::equal(plain[r].tokens[i].begin(), plain[r].tokens[i].end(), spec.tokens[i].begin());
+  }
 
   SpecEngineMeasurement m;
-  const SpeculativeStats& s = spec.spec;
   m.alpha = s.alpha();
   m.tokens_per_pass = s.tokens_per_pass();
-  m.plain_tokens_per_s = plain.tokens_per_s();
-  m.spec_tokens_per_s = spec.tokens_per_s();
-  m.t_decode_s = plain.decode_steps > 0 ? plain.decode_s / double(plain.decode_steps) : 0;
+  m.plain_tokens_per_s = plain_s > 0 ? double(plain_tokens) / plain_s : 0;
+  m.spec_tokens_per_s = spec_s > 0 ? double(spec_tokens) / spec_s : 0;
+  m.t_decode_s = plain_steps > 0 ? plain_s / double(plain_steps) : 0;
   m.rounds = s.rounds;
   if (s.rounds > 0) {
     m.t_draft_s = s.draft_s / double(s.rounds);
@@ -105,12 +124,7 @@ SpecEngineMeasurement measure_speculative_engine(const SpecEngineConfig& c) {
     m.t_host_s = s.host_s / double(s.rounds);
     m.t_round_s = m.t_draft_s + m.t_verify_s + m.t_host_s;
   }
-  if (c.temperature <= 0) {
-    int64_t same = 0;
-    for (std::size_t i = 0; i < prompts.size(); ++i)
-      same += std::equal(plain.tokens[i].begin(), plain.tokens[i].end(), spec.tokens[i].begin());
-    m.greedy_identical = double(same) / double(prompts.size());
-  }
+  if (c.temperature <= 0) m.greedy_identical = double(same) / double(all.size());
   m.device = detect_gpu().name;
   return m;
 }

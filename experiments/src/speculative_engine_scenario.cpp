@@ -54,6 +54,12 @@ SpecEngineConfig spec_engine_config(const Params& p) {
                 std::to_string(kGraphMaxNewTokens) + " tokens a sequence for one verification pass (gamma <= " +
                 std::to_string(kGraphMaxNewTokens - 1) + ")");
   c.batch = param_int(p, "batch", 1);
+  const int64_t sequences = param_int(p, "sequences", 0);
+  if (c.batch < 1) throw Error("parameter 'batch' must be at least 1");
+  if (sequences > 0 && sequences % c.batch != 0)
+    throw Error("parameter 'sequences' (" + std::to_string(sequences) + ") must be a multiple of batch (" +
+                std::to_string(c.batch) + ")");
+  c.repeats = sequences > 0 ? sequences / c.batch : 1;
   c.prompt_tokens = param_int(p, "prompt_tokens", 2);
   c.new_tokens = param_int(p, "new_tokens", 2);
   c.prompts = p.at("prompts");
@@ -88,7 +94,8 @@ SpecEngineConfig spec_engine_config(const Params& p) {
 
 std::vector<std::vector<int32_t>> spec_engine_prompts(const SpecEngineConfig& c) {
   const int64_t V = c.target_config.vocab;
-  std::vector<std::vector<int32_t>> out(std::size_t(c.batch));
+  const int64_t count = c.batch * c.repeats;
+  std::vector<std::vector<int32_t>> out(static_cast<std::size_t>(count));
   if (c.prompts == "random") {
     Rng rng{c.seed * 7919 + 29};
     for (auto& p : out)
@@ -116,8 +123,8 @@ std::vector<std::vector<int32_t>> spec_engine_prompts(const SpecEngineConfig& c)
                 std::to_string(c.prompt_tokens) + " tokens");
   // Evenly spaced places, each moved to the start of the next line (an article's head).
   const int64_t span = int64_t(text.size()) - body;
-  for (int64_t b = 0; b < c.batch; ++b) {
-    int64_t at = span * b / c.batch;
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t at = span * b / count;
     const std::size_t nl = text.find('\n', std::size_t(at));
     if (nl != std::string::npos && int64_t(nl) + 1 <= span) at = int64_t(nl) + 1;
     auto& p = out[std::size_t(b)];

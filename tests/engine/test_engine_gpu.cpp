@@ -316,8 +316,35 @@ TEST(EngineGpu, MultiTokenGraphsAreBitIdenticalToEager) {
   EXPECT_GE(replays, 8) << "uniform multi-token steps should replay graphs after their first run";
 }
 
-// Greedy speculative decoding emits exactly plain greedy decoding's tokens, for every drafter, gamma 1..8,
-// batch 1 and 3: the drafter only changes how many target passes it takes.
+// Where greedy speculative and plain decoding part, the two tokens must be a near-tie of the target: the
+// verification pass (the prefill kernel, cuBLAS above 4 tokens) and a decode step (split-KV, the GEMV) round
+// differently in bf16, and a tie within that rounding may go either way. Checked against the CPU reference
+// (double) of the common text: |ref(a) - ref(b)| within twice the engine's derived tolerance.
+struct Parting {
+  int64_t at = -1;       // first differing generated token, -1: none within the compared length
+  double gap = 0, tol = 0;
+};
+Parting parting(const EngineModel& em, const HostWeights& w, const std::vector<int32_t>& prompt,
+                const std::vector<int32_t>& plain, const std::vector<int32_t>& spec) {
+  Parting p;
+  for (std::size_t j = 0; j < plain.size(); ++j)
+    if (plain[j] != spec[j]) {
+      p.at = int64_t(j);
+      break;
+    }
+  if (p.at < 0) return p;
+  std::vector<int32_t> text = prompt;
+  text.insert(text.end(), plain.begin(), plain.begin() + p.at);
+  const Tolerance t = reference(em, w, text);
+  const std::size_t row = (text.size() - 1) * std::size_t(em.model.vocab);
+  p.gap = std::abs(t.ref[row + std::size_t(plain[std::size_t(p.at)])] - t.ref[row + std::size_t(spec[std::size_t(p.at)])]);
+  p.tol = 2 * t.tol;
+  return p;
+}
+
+// Greedy speculative decoding emits plain greedy decoding's tokens, for every drafter, gamma 1..8, batch 1
+// and 3: the drafter only changes how many target passes it takes. Where the two part, it is at a near-tie
+// of the target (Parting); most runs must not part at all.
 TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
   REQUIRE_GPU();
   Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 22};
@@ -333,6 +360,8 @@ TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
   drafters.push_back(make_model_drafter(self4, "int4 self-draft"));
   drafters.push_back(make_model_drafter(small, "another model"));
   const int64_t new_tokens = 48;
+  const HostWeights weights = target.download_weights();
+  int runs = 0, parted = 0;
   for (int B : {1, 3}) {
     std::vector<std::vector<int32_t>> prompts;
     for (int b = 0; b < B; ++b) {
@@ -349,7 +378,14 @@ TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
         for (int b = 0; b < B; ++b) {
           ASSERT_GE(spec.tokens[b].size(), std::size_t(new_tokens));
           const std::vector<int32_t> head(spec.tokens[b].begin(), spec.tokens[b].begin() + new_tokens);
-          ASSERT_EQ(head, plain.tokens[b]) << "sequence " << b;
+          ++runs;
+          if (head == plain.tokens[b]) continue;
+          const Parting p = parting(em, weights, prompts[b], plain.tokens[b], head);
+          ++parted;
+          std::printf("[ engine   ] %s gamma %lld batch %d sequence %d: parts from plain at token %lld, a tie within "
+                      "%.2g (tolerance %.2g)\n", d->name().c_str(), (long long)gamma, B, b, (long long)p.at, p.gap, p.tol);
+          EXPECT_LE(p.gap, p.tol) << "sequence " << b << " parts from plain greedy at token " << p.at
+                                  << " where the target's two tokens are not a near-tie";
         }
         EXPECT_EQ(spec.spec.emitted, spec.spec.accepted + spec.spec.sequence_rounds);
         EXPECT_LE(spec.spec.tokens_per_pass(), double(gamma + 1));
@@ -357,6 +393,8 @@ TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
         EXPECT_EQ(target.kv().allocator().free_blocks(), target.kv().allocator().num_blocks()) << "blocks leaked";
       }
   }
+  std::printf("[ engine   ] %d of %d speculative runs emit plain greedy's tokens exactly\n", runs - parted, runs);
+  EXPECT_LE(parted * 4, runs) << "near-ties should be rare: most runs must match plain greedy exactly";
 }
 
 // After rounds with rejections, the target holds exactly the committed text's KV: as many free blocks as an

@@ -31,6 +31,7 @@ struct SpecEngineConfig {
   std::string draft = "none", draft_weights = "auto";
   std::optional<WeightFormat> draft_format;     // self: int8 or int4; model: the draft's own format (optional)
   int64_t gamma = 4, batch = 1, prompt_tokens = 128, new_tokens = 128;
+  int64_t repeats = 1;                          // batches of other prompts run one after another, summed (sequences / batch)
   std::string prompts = "random";               // a text file (byte models: its bytes) or random token ids
   double temperature = 0;
   uint64_t seed = 1;
@@ -53,8 +54,9 @@ struct SpecEngineMeasurement {
 
 SpecEngineConfig spec_engine_config(const Params& p);
 std::vector<Row> speculative_engine_rows(const SpecEngineConfig& c, const std::optional<SpecEngineMeasurement>& m);
-// The prompts of a point: `batch` pieces of prompt_tokens tokens (a byte text: BOS + bytes from evenly spaced
-// places of the file, checked against the model's vocabulary; random: seeded ids).
+// The prompts of a point: batch x repeats pieces of prompt_tokens tokens (a byte text: BOS + bytes from evenly
+// spaced places of the file, checked against the model's vocabulary; random: seeded ids); batch r holds
+// pieces r * batch .. r * batch + batch - 1.
 std::vector<std::vector<int32_t>> spec_engine_prompts(const SpecEngineConfig& c);
 // CUDA builds (speculative_engine_cuda.cpp); others throw.
 SpecEngineMeasurement measure_speculative_engine(const SpecEngineConfig& c);
