@@ -791,7 +791,7 @@ const std::vector<Scenario>& scenarios() {
         {"ngram_min", "1", "ngram: shortest suffix matched"},
         {"ngram_max", "3", "ngram: longest suffix matched"},
         {"graphs", "true", "CUDA graphs for uniform steps (decode, verification, drafting)"},
-        {"alpha_prior", "0.8", "without a GPU: the alpha of the roofline's speedup"},
+        {"alpha_prior", "0.8", "the roofline's alpha without a GPU; speedup_at_alpha_prior: the measured costs at it"},
         {"hardware", "h100-sxm-80gb", "hardware to predict for; measuring needs this GPU"},
         {"ceilings", "measured", kCeilingsHelp}},
        [](const Params& p) { return speculative_engine_rows(spec_engine_config(p), std::nullopt); },

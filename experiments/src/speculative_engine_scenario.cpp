@@ -165,6 +165,10 @@ std::vector<Row> speculative_engine_rows(const SpecEngineConfig& c, const std::o
   r.emplace_back("speedup_measured", v(measured));
   r.emplace_back("speedup_predicted", v(predicted));
   r.emplace_back("speedup_error", m && measured > 0 ? num(predicted / measured - 1) : "");
+  // What the measured costs would give at alpha_prior: the acceptance a drafter must reach to pay.
+  const double at_prior =
+      m && m->t_round_s > 0 ? expected_tokens(c.alpha_prior, c.gamma) * m->t_decode_s / m->t_round_s : 0;
+  r.emplace_back("speedup_at_alpha_prior", v(at_prior));
   r.emplace_back("speedup_roofline", roofline);
   r.emplace_back("roofline_alpha", roofline.empty() ? "" : num(alpha));
   r.emplace_back("t_decode_s", v(m ? m->t_decode_s : 0));

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "inferlab/kernels/engine/engine.h"
 #include "inferlab/kernels/engine/reference.h"
@@ -343,8 +344,8 @@ Parting parting(const EngineModel& em, const HostWeights& w, const std::vector<i
 }
 
 // Greedy speculative decoding emits plain greedy decoding's tokens, for every drafter, gamma 1..8, batch 1
-// and 3: the drafter only changes how many target passes it takes. Where the two part, it is at a near-tie
-// of the target (Parting); most runs must not part at all.
+// and 3: the drafter only changes how many target passes it takes. Every speculative token is a greedy
+// choice of the CPU reference within rounding; where the two runs part, it is at a near-tie (Parting).
 TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
   REQUIRE_GPU();
   Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 22};
@@ -362,6 +363,7 @@ TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
   const int64_t new_tokens = 48;
   const HostWeights weights = target.download_weights();
   int runs = 0, parted = 0;
+  std::map<std::string, int> exact;
   for (int B : {1, 3}) {
     std::vector<std::vector<int32_t>> prompts;
     for (int b = 0; b < B; ++b) {
@@ -379,7 +381,22 @@ TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
           ASSERT_GE(spec.tokens[b].size(), std::size_t(new_tokens));
           const std::vector<int32_t> head(spec.tokens[b].begin(), spec.tokens[b].begin() + new_tokens);
           ++runs;
-          if (head == plain.tokens[b]) continue;
+          // Every speculative token is the target's greedy choice up to rounding: within twice the derived
+          // tolerance of the reference's largest logit at its position (the text is the speculative one's).
+          std::vector<int32_t> text = prompts[b];
+          text.insert(text.end(), head.begin(), head.end() - 1);
+          const Tolerance t = reference(em, weights, text);
+          const std::size_t V = std::size_t(em.model.vocab);
+          for (std::size_t j = 0; j < head.size(); ++j) {
+            const std::size_t row = (prompts[b].size() - 1 + j) * V;
+            const double best = *std::max_element(t.ref.begin() + long(row), t.ref.begin() + long(row + V));
+            ASSERT_LE(best - t.ref[row + std::size_t(head[j])], 2 * t.tol)
+                << "sequence " << b << " token " << j << " is not the target's greedy choice";
+          }
+          if (head == plain.tokens[b]) {
+            ++exact[d->name()];
+            continue;
+          }
           const Parting p = parting(em, weights, prompts[b], plain.tokens[b], head);
           ++parted;
           std::printf("[ engine   ] %s gamma %lld batch %d sequence %d: parts from plain at token %lld, a tie within "
@@ -394,7 +411,8 @@ TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
       }
   }
   std::printf("[ engine   ] %d of %d speculative runs emit plain greedy's tokens exactly\n", runs - parted, runs);
-  EXPECT_LE(parted * 4, runs) << "near-ties should be rare: most runs must match plain greedy exactly";
+  // A sequence whose plain decode meets a near-tie parts under every drafter alike; the others must match.
+  for (const auto& d : drafters) EXPECT_GE(exact[d->name()], 8) << d->name() << ": runs identical to plain greedy";
 }
 
 // After rounds with rejections, the target holds exactly the committed text's KV: as many free blocks as an

@@ -8,7 +8,10 @@
 // host's verification and rollback). The measured speedup is the ratio of generated tokens per second,
 // speculative over plain, on the same prompts. Its miss is the acceptance model's: E(alpha, gamma) against
 // the tokens a pass really yields (acceptance that is not independent from draft to draft, nor the same for
-// every sequence). Beside it, the roofline's speedup at the same alpha (sim/ alone).
+// every sequence). Beside it, the roofline's speedup at the same alpha (sim/ alone), and the measured costs'
+// speedup at alpha_prior (what the drafter would give if it were accepted that often: the random-weight
+// Llama-2-7B's near-uniform logits leave its int4 self-draft almost never accepted, so this is the number a
+// quantized self-draft of real weights would reach).
 // Drafters: model (a draft model of the same vocabulary: `draft`), self (the target's own weights
 // quantized to draft_format), ngram (prompt lookup). Without a GPU only the roofline's speedup at
 // alpha_prior is written.
@@ -37,7 +40,7 @@ struct SpecEngineConfig {
   uint64_t seed = 1;
   int64_t ngram_min = 1, ngram_max = 3;
   bool graphs = true;
-  double alpha_prior = 0.8;                     // the roofline's alpha without a measurement
+  double alpha_prior = 0.8;                     // the roofline's alpha without a measurement; speedup_at_alpha_prior
   ModelConfig target_config, draft_config;      // sim/'s view (draft_config: model and self drafters)
   Hardware hardware;
 };
