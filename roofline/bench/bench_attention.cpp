@@ -33,9 +33,10 @@ struct Bench {
   bool causal;
   int64_t kv_heads;
   int64_t seq;
+  FlashOptions flash{};
 };
 
-void run_shape(benchmark::State& state, const AttentionShape& cs, AttentionVariant variant) {
+void run_shape(benchmark::State& state, const AttentionShape& cs, AttentionVariant variant, FlashOptions flash = {}) {
   Hardware hw;
   try {
     hw = hardware_of_this_gpu();
@@ -43,7 +44,8 @@ void run_shape(benchmark::State& state, const AttentionShape& cs, AttentionVaria
     state.SkipWithError(e.what());
     return;
   }
-  const AttentionParams shape = params_for(cs, DType::bf16);
+  AttentionParams shape = params_for(cs, DType::bf16);
+  shape.flash = flash;
   const Op cost = attention_cost(cost_shape(shape), variant, shape.dtype, shape.dtype);
   const Prediction pred = predict(cost, hw);
   AttentionMeasurement m;
@@ -75,7 +77,7 @@ void run(benchmark::State& state, const Bench& b) {
   cs.new_tokens = b.seq;
   cs.batch = 16384 / b.seq;
   cs.causal = b.causal;
-  run_shape(state, cs, b.variant);
+  run_shape(state, cs, b.variant, b.flash);
 }
 
 void run_prefill(benchmark::State& state, const PrefillShape& s) {
@@ -176,6 +178,26 @@ int main(int argc, char** argv) {
               ->UseManualTime()
               ->Unit(benchmark::kMillisecond);
         }
+  // The flash ladder's rungs side by side: the mma.sync kernel with each of its head-dim-128 tiles, and the
+  // wgmma kernel, forced (attention/flash_<kernel>[_<tile>]/..., scripts/tune-flash.sh).
+  const std::pair<FlashKernel, MmaTile> rungs[] = {{FlashKernel::mma, MmaTile::planned},
+                                                   {FlashKernel::mma, MmaTile::bm128_bn32_w4},
+                                                   {FlashKernel::mma, MmaTile::bm64_bn64_w4},
+                                                   {FlashKernel::mma, MmaTile::bm128_bn64_w8},
+                                                   {FlashKernel::wgmma, MmaTile::planned}};
+  for (const auto& [kernel, tile] : rungs)
+    for (bool causal : {false, true})
+      for (int64_t seq : {1024, 4096, 16384}) {
+        Bench b{AttentionVariant::flash, causal, 16, seq};
+        b.flash.kernel = kernel, b.flash.mma_tile = tile;
+        const std::string rung = std::string("flash_") + flash_kernel_name(kernel) +
+                                 (tile == MmaTile::planned ? "" : std::string("_") + mma_tile_name(tile));
+        const std::string name = "attention/" + rung + (causal ? "/causal/" : "/full/") + "MHA/seq:" + std::to_string(seq);
+        benchmark::RegisterBenchmark(name.c_str(), [b](benchmark::State& s) { run(s, b); })
+            ->Iterations(1)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
+      }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

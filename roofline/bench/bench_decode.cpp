@@ -89,6 +89,21 @@ int main(int argc, char** argv) {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
+  // The block shapes the plan was measured against, beside it (decode/split/paged16/...): head dim 128,
+  // group 4 (scripts/tune-decode.sh).
+  for (DecodeBlock blk : {DecodeBlock::w4s3, DecodeBlock::w8s3, DecodeBlock::w8s2, DecodeBlock::w4s5})
+    for (const auto& sh : shapes) {
+      DecodeShape s;
+      s.batch = sh[0];
+      s.context = sh[1];
+      s.block = blk;
+      const std::string name = std::string("decode/split/paged16/block:") + decode_block_name(blk) + "/b" +
+                               std::to_string(sh[0]) + "xctx" + std::to_string(sh[1]);
+      benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run(st, s, DecodeVariant::split); })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
   for (const auto& sh : shapes) {
     DecodeShape s;
     s.batch = sh[0];

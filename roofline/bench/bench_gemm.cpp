@@ -17,13 +17,13 @@
 namespace inferlab {
 namespace {
 
-void run(benchmark::State& state, LinearShape s, WeightFormat f) {
+void run(benchmark::State& state, LinearShape s, WeightFormat f, int64_t split_k = 0) {
   Hardware hw;
   LinearMeasurement m;
   try {
     hw = hardware_of_this_gpu();
     for (auto _ : state) {
-      m = measure_linear(s, f);
+      m = measure_linear(s, f, TimingOptions{}, split_k);
       state.SetIterationTime(m.timing.median_s);
     }
   } catch (const std::exception& e) {
@@ -64,6 +64,20 @@ int main(int argc, char** argv) {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
+  // The weight-only kernels' split-k candidates side by side with the plan's (linear/<f>/.../m<m>):
+  // linear/<f>/n<n>xk<k>/m<m>/split:<s> (scripts/tune-gemm.sh).
+  for (const auto& sh : shapes)
+    for (int64_t m : {1, 16, 64})
+      for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
+        for (int64_t split : {1, 2, 4, 8, 16}) {
+          const LinearShape s{m, sh[0], sh[1]};
+          const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
+                                   std::to_string(sh[1]) + "/m" + std::to_string(m) + "/split:" + std::to_string(split);
+          benchmark::RegisterBenchmark(name.c_str(), [s, f, split](benchmark::State& st) { run(st, s, f, split); })
+              ->Iterations(1)
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
   for (WeightFormat f : {WeightFormat::bf16, WeightFormat::fp8}) {
     const LinearShape s{8192, 8192, 8192};
     benchmark::RegisterBenchmark(("linear/" + weight_format_name(f) + "/gemm8192").c_str(),

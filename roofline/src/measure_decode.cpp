@@ -33,6 +33,7 @@ DecodeParams shape_params(const DecodeShape& s) {
   p.head_dim = s.head_dim;
   p.max_context = s.context;
   p.splits = s.splits;
+  p.block = s.block;
   p.cache.layout = s.layout;
   p.cache.dtype = s.dtype;
   p.cache.batch = s.batch;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/kernels/attention/attention.h"
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/common/dtype_traits.h"
 #include "inferlab/kernels/kvcache/kvcache.h"
@@ -209,6 +210,23 @@ std::vector<Values<DT>> random_tokens(const std::vector<int32_t>& lens, int64_t 
   std::vector<Values<DT>> t;
   for (auto l : lens) t.push_back(random_values<DT>(std::size_t(l * kv_heads * head_dim), rng));
   return t;
+}
+
+// The flash ladder's rungs (attention.h FlashOptions): the mma.sync kernel with its planned tile and each
+// head-dim-128 candidate, then, where this GPU runs it, the wgmma kernel and the same with its persistent
+// grid squeezed to `squeezed_ctas` CTAs (every CTA takes many work items). Says which rung was left out.
+inline std::vector<FlashOptions> flash_rungs(int squeezed_ctas) {
+  std::vector<FlashOptions> rungs;
+  for (MmaTile t : {MmaTile::planned, MmaTile::bm128_bn32_w4, MmaTile::bm64_bn64_w4, MmaTile::bm128_bn64_w8})
+    rungs.push_back(FlashOptions{FlashKernel::mma, t, 0});
+  try {
+    resolve_flash_kernel(FlashOptions{FlashKernel::wgmma, MmaTile::planned, 0});
+    rungs.push_back(FlashOptions{FlashKernel::wgmma, MmaTile::planned, 0});
+    rungs.push_back(FlashOptions{FlashKernel::wgmma, MmaTile::planned, squeezed_ctas});
+  } catch (const std::exception& e) {
+    std::printf("[ flash    ] the wgmma rung is not run here: %s\n", e.what());
+  }
+  return rungs;
 }
 
 }  // namespace inferlab::testing

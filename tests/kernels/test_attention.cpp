@@ -13,10 +13,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "inferlab/kernels/attention/attention.h"
+#include "error_of.h"
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/common/dtype_traits.h"
@@ -29,12 +32,15 @@ struct Case {
   DType dtype;
   int64_t batch, heads, kv_heads, seq_q, seq_k, head_dim;
   bool causal;
+  FlashOptions flash{};  // the flash rung (the naive variant ignores it)
 };
 
 std::string describe(const Case& c) {
   return dtype_name(c.dtype) + " b" + std::to_string(c.batch) + " h" + std::to_string(c.heads) + "/kv" +
          std::to_string(c.kv_heads) + " sq" + std::to_string(c.seq_q) + " sk" + std::to_string(c.seq_k) + " d" +
-         std::to_string(c.head_dim) + (c.causal ? " causal" : "");
+         std::to_string(c.head_dim) + (c.causal ? " causal" : "") + " flash " + flash_kernel_name(c.flash.kernel) +
+         (c.flash.mma_tile == MmaTile::planned ? "" : std::string(" tile ") + mma_tile_name(c.flash.mma_tile)) +
+         (c.flash.max_ctas ? " max_ctas " + std::to_string(c.flash.max_ctas) : "");
 }
 
 // The plain same-precision implementation (attention_testing.h) over every row: O and LSE laid out
@@ -92,6 +98,7 @@ void run_case(const Case& c, std::mt19937_64& rng) {
   p.seq_k = c.seq_k;
   p.head_dim = c.head_dim;
   p.causal = c.causal;
+  p.flash = c.flash;
   const std::size_t nq = std::size_t(c.batch * c.seq_q * c.heads * c.head_dim);
   const std::size_t nkv = std::size_t(c.batch * c.seq_k * c.kv_heads * c.head_dim);
   const std::size_t nl = std::size_t(c.batch * c.heads * c.seq_q);
@@ -204,6 +211,91 @@ TEST(AttentionGpu, PersistentSchedulerHandsBlocksSeveralItems) {
   };
   run({DType::bf16, batch_for(300), heads, 8, 300, 300, 64, true}, rng);     // 3 blocks a sequence, GQA
   run({DType::fp16, batch_for(130), heads, 32, 130, 147, 64, false}, rng);   // 2 blocks, MHA, sq != sk
+}
+
+// Every rung of the flash ladder, side by side in one process, over the same shapes: the mma.sync kernel
+// with its planned tile and each candidate tile (head dim 128), the wgmma kernel where the GPU has it, and
+// the wgmma kernel's persistent scheduler squeezed to 3 CTAs (every CTA takes many work items).
+TEST(AttentionGpu, EveryFlashRungMatchesTheReference) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  for (const FlashOptions& f : testing::flash_rungs(3))
+    for (Case c : {Case{DType::bf16, 2, 8, 2, 200, 200, 128, true}, Case{DType::fp16, 1, 4, 4, 77, 301, 128, false},
+                   Case{DType::bf16, 1, 8, 1, 129, 129, 64, true}}) {
+      if (f.mma_tile != MmaTile::planned && c.head_dim != 128) continue;
+      c.flash = f;
+      run(c, rng);
+    }
+}
+
+// Two streams launching the persistent kernel at once: each launch has its own work counter, so both
+// outputs equal what each gives alone (the kernel is deterministic: bit for bit).
+TEST(AttentionGpu, ConcurrentStreamsDoNotShareTheWorkCounter) {
+  REQUIRE_GPU();
+  using Tr = DTypeTraits<DType::bf16>;
+  using T = Tr::type;
+  auto rng = seeded_rng();
+  const int64_t B = 4, H = 16, S = 512, D = 128, n = B * S * H * D;
+  struct Run {
+    DeviceBuffer<T> q, k, v, o;
+    AttentionParams p;
+  };
+  std::vector<std::unique_ptr<Run>> runs;
+  for (int i = 0; i < 2; ++i) {
+    auto r = std::make_unique<Run>();
+    r->q = DeviceBuffer<T>(testing::random_values<DType::bf16>(std::size_t(n), rng).dev);
+    r->k = DeviceBuffer<T>(testing::random_values<DType::bf16>(std::size_t(n), rng).dev);
+    r->v = DeviceBuffer<T>(testing::random_values<DType::bf16>(std::size_t(n), rng).dev);
+    r->o = DeviceBuffer<T>(std::size_t(n));
+    AttentionParams& p = r->p;
+    p.batch = B, p.heads = H, p.kv_heads = H, p.seq_q = S, p.seq_k = S, p.head_dim = D, p.causal = i == 1;
+    p.q = r->q.get(), p.k = r->k.get(), p.v = r->v.get(), p.o = r->o.get();
+    runs.push_back(std::move(r));
+  }
+  auto bytes = [](const std::vector<T>& x) {
+    std::vector<uint16_t> b(x.size());
+    std::memcpy(b.data(), x.data(), x.size() * sizeof(T));
+    return b;
+  };
+  std::vector<std::vector<uint16_t>> alone;
+  for (auto& r : runs) {
+    attention_forward(r->p, AttentionVariant::flash, nullptr);
+    INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    alone.push_back(bytes(r->o.download()));
+  }
+  cudaStream_t s[2];
+  for (auto& x : s) INFERLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+  for (int rep = 0; rep < 20; ++rep) {
+    for (auto& r : runs) r->o.fill(Tr::nan());
+    INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < 2; ++i) attention_forward(runs[std::size_t(i)]->p, AttentionVariant::flash, s[i]);
+    for (auto& x : s) INFERLAB_CUDA_CHECK(cudaStreamSynchronize(x));
+    for (int i = 0; i < 2; ++i)
+      ASSERT_EQ(bytes(runs[std::size_t(i)]->o.download()), alone[std::size_t(i)]) << "stream " << i << ", repeat " << rep;
+  }
+  for (auto& x : s) INFERLAB_CUDA_CHECK(cudaStreamDestroy(x));
+}
+
+TEST(AttentionGpu, FlashRungsRefuseWhatTheyCannotRun) {
+  REQUIRE_GPU();
+  DeviceBuffer<uint16_t> buf(1 << 16);
+  DeviceBuffer<float> lse(1 << 10);
+  AttentionParams p;
+  p.batch = 1, p.heads = 2, p.kv_heads = 2, p.seq_q = 16, p.seq_k = 16, p.head_dim = 64;
+  p.q = p.k = p.v = buf.get();
+  p.o = buf.get();
+  p.lse = lse.get();
+  p.flash = FlashOptions{FlashKernel::mma, MmaTile::bm128_bn32_w4, 0};
+  EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("head-dim-128 tile"),
+            std::string::npos);
+  p.head_dim = 128;
+  p.flash = FlashOptions{FlashKernel::mma, MmaTile::planned, -1};
+  EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("max_ctas"), std::string::npos);
+  if (resolve_flash_kernel(FlashOptions{}) == FlashKernel::wgmma) {
+    p.flash = FlashOptions{FlashKernel::automatic, MmaTile::bm64_bn64_w4, 0};
+    EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("needs the mma kernel"),
+              std::string::npos);
+  }
 }
 
 TEST(Attention, BadShapesAreRejectedBeforeLaunch) {

@@ -56,13 +56,14 @@ struct DecodeCase {
   int64_t block_size;  // paged
   std::vector<int32_t> lens;
   int splits;          // 0: heuristic
+  DecodeBlock block = DecodeBlock::planned;
 };
 
 std::string describe(const DecodeCase& c) {
   std::string s = dtype_name(c.dtype) + " h" + std::to_string(c.heads) + "/kv" + std::to_string(c.kv_heads) + " d" +
                   std::to_string(c.head_dim) + " " + kv_layout_name(c.layout);
   if (c.layout == KvLayout::paged) s += " block " + std::to_string(c.block_size);
-  s += " splits " + std::to_string(c.splits) + " lens";
+  s += " splits " + std::to_string(c.splits) + " block " + decode_block_name(c.block) + " lens";
   for (auto l : c.lens) s += " " + std::to_string(l);
   return s;
 }
@@ -87,6 +88,7 @@ void run_decode(const DecodeCase& c, std::mt19937_64& rng) {
   p.cache = cache.view;
   p.max_context = max_ctx;
   p.splits = c.splits;
+  p.block = c.block;
   std::vector<float> ref(std::size_t(B * H * D)), ref_lse(std::size_t(B * H));
   decode_attention_reference(p, q.f.data(), cache.fk.data(), cache.fv.data(), c.lens, cache.table, ref.data(),
                              ref_lse.data());
@@ -167,6 +169,22 @@ TEST(DecodeGpu, EdgeShapes) {
   run({DType::fp16, 32, 1, 64, KvLayout::paged, 8, {5, 300, 129}, 3}, rng);   // MQA: 32 query heads on one KV head
   run({DType::bf16, 64, 1, 128, KvLayout::paged, 32, {77, 1000}, 5}, rng);   // 64 heads: two blocks per KV head
   run({DType::bf16, 4, 2, 64, KvLayout::contiguous, 0, {0, 9}, 2}, rng);     // an empty context
+}
+
+// Every block shape the plan was measured against, side by side in one process, over the same shapes
+// (head dim 128, groups of at most 16 query heads), plain and split; others are refused by name.
+TEST(DecodeGpu, EveryBlockShapeMatchesTheReference) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  for (DecodeBlock b : {DecodeBlock::planned, DecodeBlock::w4s3, DecodeBlock::w8s3, DecodeBlock::w8s2, DecodeBlock::w4s5}) {
+    run({DType::bf16, 32, 8, 128, KvLayout::paged, 16, {1, 700, 2049}, 0, b}, rng);
+    run({DType::fp16, 16, 4, 128, KvLayout::contiguous, 0, {333, 64}, 3, b}, rng);
+  }
+  // A 64-head group at head dim 64 has no candidate block shape: refused before any launch.
+  auto rng2 = seeded_rng();
+  EXPECT_NE(error_of([&] { run({DType::bf16, 64, 1, 64, KvLayout::paged, 16, {40}, 0, DecodeBlock::w8s3}, rng2); })
+                .find("block w8s3 is a choice for head dim 128"),
+            std::string::npos);
 }
 
 TEST(DecodeGpu, FreshRandomBatches) {

@@ -35,10 +35,11 @@ int device_sms() {
 
 // Runs one (format, m, n, k) case twice (the second run checks the workspace was left clean) and
 // compares with the reference.
-void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed) {
-  SCOPED_TRACE(weight_format_name(f) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, int64_t split_k = 0) {
+  SCOPED_TRACE(weight_format_name(f) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+               " split_k=" + std::to_string(split_k));
   const PackedWeight pw = pack_weight(random_weight(n, k, seed, 4, 8.f), n, k, f);
-  LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms());
+  LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms(), split_k);
   const std::vector<double> ref = linear_reference(op.x_seen(), m, pw);
   double ref_norm = 0, round_err = 0;
   for (double v : ref) {
@@ -80,6 +81,21 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
   run_case(WeightFormat::int4, 1, 4096, 4096, 5);  // the layer shapes of the experiment
   run_case(WeightFormat::int8, 16, 1024, 4096, 6);
   run_case(WeightFormat::sparse24, 64, 4096, 1536, 7);
+}
+
+// The split-k candidates the plan was measured against (LinearParams::split_k), side by side in one
+// process over the same shapes; a split that does not divide k / 128 is refused by name.
+TEST(LinearGpu, EverySplitOfTheWeightOnlyKernelsMatchesTheReference) {
+  REQUIRE_GPU();
+  for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8, WeightFormat::sparse24})
+    for (int64_t split : {1, 2, 4, 8, 16})
+      for (int64_t m : {1, 16, 64}) run_case(f, m, 1024, 2048, 40 + uint64_t(split) + uint64_t(m), split);
+  const PackedWeight pw = pack_weight(random_weight(256, 384, 3, 4, 8.f), 256, 384, WeightFormat::int4);
+  EXPECT_NE(error_of([&] {
+              LinearOperands op(pw, random_activations(1, 384, 4), 1, device_sms(), 2);
+              linear(op.params(), nullptr);
+            }).find("split_k 2 must divide k/128 = 3"),
+            std::string::npos);
 }
 
 TEST(LinearGpu, DenseAndFp8MatchTheReference) {

@@ -46,13 +46,16 @@ struct PrefillCase {
   int64_t block_size;  // paged
   bool causal;
   std::vector<Seq> seqs;
+  FlashOptions flash{};  // the flash rung
 };
 
 std::string describe(const PrefillCase& c) {
   std::string s = dtype_name(c.dtype) + " h" + std::to_string(c.heads) + "/kv" + std::to_string(c.kv_heads) + " d" +
                   std::to_string(c.head_dim) + " " + kv_layout_name(c.layout) +
                   (c.layout == KvLayout::paged ? " block " + std::to_string(c.block_size) : "") +
-                  (c.causal ? " causal" : " full") + " (past+new):";
+                  (c.causal ? " causal" : " full") + " flash " + flash_kernel_name(c.flash.kernel) +
+                  (c.flash.mma_tile == MmaTile::planned ? "" : std::string(" tile ") + mma_tile_name(c.flash.mma_tile)) +
+                  (c.flash.max_ctas ? " max_ctas " + std::to_string(c.flash.max_ctas) : "") + " (past+new):";
   for (const auto& q : c.seqs) s += " " + std::to_string(q.past) + "+" + std::to_string(q.fresh);
   return s;
 }
@@ -82,6 +85,7 @@ struct Inputs {
     p.q = dq.get();
     p.q_start = dq_start.get();
     p.cache = cache.view;
+    p.flash = c.flash;
     return p;
   }
   int sequence_of(int64_t row) const {
@@ -294,6 +298,19 @@ TEST(PrefillGpu, EdgeMixes) {
   run({fp, 8, 1, 64, contiguous, 0, false, {{128, 128}, {3, 300}}}, rng);
   // No LSE asked for: not written, O the same.
   run({bf, 8, 2, 128, paged, 16, true, {{40, 150}, {0, 2}}}, rng, /*with_lse=*/false);
+}
+
+// Every flash rung on the same varlen mixes, side by side in one process: the mma.sync kernel with each
+// tile, the wgmma kernel where the GPU has it, and the wgmma kernel's persistent grid squeezed to 2 CTAs.
+TEST(PrefillGpu, EveryFlashRungMatchesTheReference) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  for (const FlashOptions& f : testing::flash_rungs(2)) {
+    run({DType::bf16, 8, 2, 128, KvLayout::paged, 16, true, {{0, 129}, {5, 1}, {300, 2}, {7, 300}}, f}, rng);
+    run({DType::fp16, 4, 4, 128, KvLayout::contiguous, 0, false, {{128, 128}, {3, 77}}, f}, rng);
+    if (f.mma_tile == MmaTile::planned)
+      run({DType::bf16, 8, 1, 64, KvLayout::paged, 8, true, {{33, 40}, {0, 17}, {200, 9}}, f}, rng);
+  }
 }
 
 TEST(PrefillGpu, FreshRandomMixes) {

@@ -25,6 +25,7 @@
 #include "flash_common.cuh"
 #include "inferlab/kernels/attention/decode.h"
 #include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/kernels/common/dtype_traits.h"
 #include "inferlab/kernels/common/nvtx.h"
 #include "inferlab/sim/error.h"
@@ -38,13 +39,11 @@ constexpr int kMaxSplits = 1024;  // pieces per context (the plan stays near one
 constexpr int kTraceStamps = 6;   // DecodeParams::trace
 
 // Warps per block and K/V tiles per warp's ring (the one in use, STAGES - 1 in flight): 4 or 8
-// warps with 3 tiles each (dispatch_config below); others are selectable for tuning only
-// (INFERLAB_DECODE_KERNEL, launch_tuned). LOAD_ONLY streams K and V exactly as the kernel does and skips the math: an
-// unrealistic upper bound for the loading scheme (its output is meaningless).
-template <int WARPS_, int STAGES_, bool LOAD_ONLY_ = false>
+// warps with 3 tiles each (dispatch_config below); the candidates they were measured against are
+// DecodeParams::block (decode.h).
+template <int WARPS_, int STAGES_>
 struct DecodeConfig {
   static constexpr int WARPS = WARPS_, THREADS = WARPS_ * 32, STAGES = STAGES_;
-  static constexpr bool LOAD_ONLY = LOAD_ONLY_;
 };
 
 struct DecodeKernelParams {
@@ -189,7 +188,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) decode_kernel(const __grid_const
     __syncwarp();
     if (it == 0) stamp(p.trace, 1);
 
-    if constexpr (!Cfg::LOAD_ONLY) {
+    {
       float s[MT][2][4];
   #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -353,13 +352,9 @@ void launch(const DecodeParams& a, const DecodeKernelParams& kp, cudaStream_t st
   auto kernel = decode_kernel<D, MT, kLayout, T, Cfg>;
   const int smem = kv_smem_bytes<D, MT, Cfg>() + (kLayout == KvLayout::paged ? kp.table_entries * 4 : 0);
   // Host work between launches is part of what a decode step costs: the attributes are set once per
-  // kernel (raised when a launch needs more dynamic shared memory than any before it).
-  static std::atomic<int> smem_set{-1};
-  if (smem > smem_set.load()) {
-    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-    smem_set.store(smem);
-  }
+  // kernel and device (raised when a launch needs more dynamic shared memory than any before it there).
+  static KernelSmem attr;
+  attr.ensure(kernel, smem, "attention/decode", true);
   const dim3 grid(unsigned(a.batch * a.cache.kv_heads * kp.groups), unsigned(kp.splits));
   kernel<<<grid, Cfg::THREADS, smem, stream>>>(kp);
   INFERLAB_CHECK_LAUNCH();
@@ -377,32 +372,22 @@ void dispatch_layout_dtype(const DecodeParams& a, const DecodeKernelParams& kp, 
   }
 }
 
-// Tuning only: INFERLAB_DECODE_KERNEL=w<warps>s<stages>[load] picks another DecodeConfig for
-// head dim 128, groups of at most 16 query heads (the anchor shapes); unset: the plan below.
-bool launch_tuned(const DecodeParams& a, const DecodeKernelParams& kp, cudaStream_t s) {
-  static const std::string c = [] {
-    const char* e = std::getenv("INFERLAB_DECODE_KERNEL");
-    return std::string(e ? e : "");
-  }();
-  if (c.empty()) return false;
-  if (c == "w4s3") dispatch_layout_dtype<128, 1, DecodeConfig<4, 3>>(a, kp, s);
-  else if (c == "w8s3") dispatch_layout_dtype<128, 1, DecodeConfig<8, 3>>(a, kp, s);
-  else if (c == "w8s2") dispatch_layout_dtype<128, 1, DecodeConfig<8, 2>>(a, kp, s);
-  else if (c == "w4s5") dispatch_layout_dtype<128, 1, DecodeConfig<4, 5>>(a, kp, s);
-  else if (c == "w4s3load") dispatch_layout_dtype<128, 1, DecodeConfig<4, 3, true>>(a, kp, s);
-  else if (c == "w8s3load") dispatch_layout_dtype<128, 1, DecodeConfig<8, 3, true>>(a, kp, s);
-  else throw Error("INFERLAB_DECODE_KERNEL='" + c + "': known w4s3 w8s3 w8s2 w4s5 w4s3load w8s3load");
-  return true;
-}
-
-// The block shape, from the grid (measured on the H100, kernels/attention/NOTES.md, d7):
-//   at most one block per SM (the split plan's grids, few sequences): 8 warps, a 192 KB K/V ring:
-//     +2% at 1x32k and 8x8k over 4 warps, which leave each SM few loads in flight;
-//   more blocks: 4 warps (96 KB), two blocks per SM: 8 warps measured 1% slower at 32x4k and 64x4k.
 template <int D, int MT>
 void dispatch_config(const DecodeParams& a, const DecodeKernelParams& kp, int sm_count, cudaStream_t s) {
-  if constexpr (D == 128 && MT == 1)
-    if (launch_tuned(a, kp, s)) return;
+  if (a.block != DecodeBlock::planned) {  // the candidates the plan was measured against (NOTES.md, d7)
+    if constexpr (D == 128 && MT == 1) {
+      switch (a.block) {
+        case DecodeBlock::w4s3: return dispatch_layout_dtype<D, MT, DecodeConfig<4, 3>>(a, kp, s);
+        case DecodeBlock::w8s3: return dispatch_layout_dtype<D, MT, DecodeConfig<8, 3>>(a, kp, s);
+        case DecodeBlock::w8s2: return dispatch_layout_dtype<D, MT, DecodeConfig<8, 2>>(a, kp, s);
+        case DecodeBlock::w4s5: return dispatch_layout_dtype<D, MT, DecodeConfig<4, 5>>(a, kp, s);
+        case DecodeBlock::planned: break;
+      }
+    }
+    throw Error(std::string("attention/decode: block ") + decode_block_name(a.block) +
+                " is a choice for head dim 128 and query groups of at most 16 heads (head dim " + std::to_string(D) +
+                ", group " + std::to_string(a.heads / a.cache.kv_heads) + ")");
+  }
   const int64_t blocks = a.batch * a.cache.kv_heads * kp.groups * kp.splits;
   if (blocks <= sm_count) dispatch_layout_dtype<D, MT, DecodeConfig<8, 3>>(a, kp, s);
   else dispatch_layout_dtype<D, MT, DecodeConfig<4, 3>>(a, kp, s);
@@ -432,6 +417,17 @@ WorkspaceLayout workspace_layout(const DecodeParams& p, int splits) {
 
 float DecodeParams::softmax_scale() const {
   return scale != 0.f ? scale : float(1.0 / std::sqrt(double(head_dim)));
+}
+
+const char* decode_block_name(DecodeBlock b) {
+  switch (b) {
+    case DecodeBlock::planned: return "planned";
+    case DecodeBlock::w4s3: return "w4s3";
+    case DecodeBlock::w8s3: return "w8s3";
+    case DecodeBlock::w8s2: return "w8s2";
+    case DecodeBlock::w4s5: return "w4s5";
+  }
+  return "?";
 }
 
 std::string decode_variant_name(DecodeVariant v) { return v == DecodeVariant::plain ? "plain" : "split"; }

@@ -28,6 +28,7 @@
 #include "flash_fwd.h"
 #include "inferlab/kernels/attention/prefill.h"
 #include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/sim/error.h"
 
 namespace inferlab {
@@ -246,7 +247,8 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_fwd_kernel(const __grid_co
 template <class Cfg, bool kCausal, class T, FlashMode kMode>
 void launch(const FlashParams& p, int64_t max_q, cudaStream_t stream) {
   auto kernel = flash_fwd_kernel<Cfg, kCausal, T, kMode>;
-  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM));
+  static KernelSmem attr;
+  attr.ensure(kernel, Cfg::SMEM, "attention/flash (mma.sync)");
   const unsigned m_blocks = unsigned((max_q + Cfg::BM - 1) / Cfg::BM);
   const unsigned bh = unsigned(p.batch_heads), y = bh < 65535u ? bh : 65535u, z = (bh + y - 1) / y;
   kernel<<<dim3(m_blocks, y, z), Cfg::THREADS, Cfg::SMEM, stream>>>(p);
@@ -271,64 +273,94 @@ void dispatch_prefill(const PrefillParams& a, cudaStream_t stream) {
   });
 }
 
-// Tuning only: INFERLAB_FLASH_TILE=BMxBNxWARPS picks another head-dim-128 tile, so that one
-// binary can time the candidates side by side on the GPU. Unknown values fall back to the default.
-bool dispatch_tuning_tile(const AttentionParams& a, cudaStream_t stream) {
-  const char* env = std::getenv("INFERLAB_FLASH_TILE");
-  if (!env || a.head_dim != 128) return false;
-  const std::string t = env;
-  if (t == "128x32x4") return dispatch_dtype<Tile<128, 128, 32, 4>>(a, stream), true;
-  if (t == "64x64x4") return dispatch_dtype<Tile<128, 64, 64, 4>>(a, stream), true;
-  if (t == "128x64x8") return dispatch_dtype<Tile<128, 128, 64, 8>>(a, stream), true;
-  return false;
+// The mma.sync kernel's head-dim-128 candidates (MmaTile); planned is DefaultTile.
+template <class F>
+void with_mma_tile(MmaTile t, int64_t head_dim, F&& f) {
+  if (t == MmaTile::planned) {
+    if (head_dim == 128) return f(typename DefaultTile<128>::type{});
+    if (head_dim == 64) return f(typename DefaultTile<64>::type{});
+    throw Error("attention/flash: unsupported head dim " + std::to_string(head_dim) + " (supported: 64, 128)");
+  }
+  switch (t) {
+    case MmaTile::bm128_bn32_w4: return f(Tile<128, 128, 32, 4>{});
+    case MmaTile::bm64_bn64_w4: return f(Tile<128, 64, 64, 4>{});
+    case MmaTile::bm128_bn64_w8: return f(Tile<128, 128, 64, 8>{});
+    case MmaTile::planned: break;
+  }
 }
 
-// The wgmma kernel (flash_fwd_sm90.cu) on compute capability 9.0 when it was built (sm_90a);
-// INFERLAB_FLASH_IMPL=mma forces this file's mma.sync kernel (for comparisons).
+constexpr bool kWgmmaBuilt =
 #ifdef INFERLAB_HAVE_SM90A
-bool use_sm90() {
-  static const bool forced_mma = [] {
-    const char* e = std::getenv("INFERLAB_FLASH_IMPL");
-    return e && std::string(e) == "mma";
-  }();
-  if (forced_mma) return false;
+    true;
+#else
+    false;
+#endif
+
+void check_options(const FlashOptions& o, int64_t head_dim, FlashKernel resolved) {
+  if (o.max_ctas < 0) throw Error("attention/flash: max_ctas must not be negative");
+  if (o.mma_tile != MmaTile::planned && resolved != FlashKernel::mma)
+    throw Error(std::string("attention/flash: mma tile ") + mma_tile_name(o.mma_tile) +
+                " needs the mma kernel (this launch runs " + flash_kernel_name(resolved) + ")");
+  if (o.mma_tile != MmaTile::planned && head_dim != 128)
+    throw Error(std::string("attention/flash: mma tile ") + mma_tile_name(o.mma_tile) + " is a head-dim-128 tile (head dim " +
+                std::to_string(head_dim) + ")");
+}
+
+}  // namespace
+
+const char* flash_kernel_name(FlashKernel k) {
+  switch (k) {
+    case FlashKernel::automatic: return "automatic";
+    case FlashKernel::mma: return "mma";
+    case FlashKernel::wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+const char* mma_tile_name(MmaTile t) {
+  switch (t) {
+    case MmaTile::planned: return "planned";
+    case MmaTile::bm128_bn32_w4: return "128x32x4";
+    case MmaTile::bm64_bn64_w4: return "64x64x4";
+    case MmaTile::bm128_bn64_w8: return "128x64x8";
+  }
+  return "?";
+}
+
+// wgmma runs on compute capability 9.0 exactly (sm_90a code does not run on later GPUs), when it was built.
+FlashKernel resolve_flash_kernel(const FlashOptions& o) {
+  if (o.kernel == FlashKernel::mma) return FlashKernel::mma;
   int device = 0, major = 0, minor = 0;
   INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
+  const bool sm90 = major == 9 && minor == 0;
+  if (o.kernel == FlashKernel::wgmma) {
+    if (!kWgmmaBuilt) throw Error("attention/flash: the wgmma kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
+    if (!sm90)
+      throw Error("attention/flash: the wgmma kernel needs compute capability 9.0; device " + std::to_string(device) +
+                  " is " + std::to_string(major) + "." + std::to_string(minor));
+    return FlashKernel::wgmma;
+  }
+  return kWgmmaBuilt && sm90 ? FlashKernel::wgmma : FlashKernel::mma;
 }
-#endif
-
-}  // namespace
 
 void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
+  const FlashKernel k = resolve_flash_kernel(a.flash);
+  check_options(a.flash, a.head_dim, k);
 #ifdef INFERLAB_HAVE_SM90A
-  if (use_sm90()) return launch_flash_forward_sm90(a, stream);
+  if (k == FlashKernel::wgmma) return launch_flash_forward_sm90(a, stream);
 #endif
-  if (dispatch_tuning_tile(a, stream)) return;
-  switch (a.head_dim) {
-    case 128:
-      return dispatch_dtype<DefaultTile<128>::type>(a, stream);
-    case 64:
-      return dispatch_dtype<DefaultTile<64>::type>(a, stream);
-    default:
-      throw Error("attention/flash: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
-  }
+  with_mma_tile(a.flash.mma_tile, a.head_dim, [&](auto tile) { dispatch_dtype<decltype(tile)>(a, stream); });
 }
 
 void launch_flash_prefill(const PrefillParams& a, cudaStream_t stream) {
+  const FlashKernel k = resolve_flash_kernel(a.flash);
+  check_options(a.flash, a.head_dim, k);
 #ifdef INFERLAB_HAVE_SM90A
-  if (use_sm90()) return launch_flash_prefill_sm90(a, stream);
+  if (k == FlashKernel::wgmma) return launch_flash_prefill_sm90(a, stream);
 #endif
-  switch (a.head_dim) {
-    case 128:
-      return dispatch_prefill<DefaultTile<128>::type>(a, stream);
-    case 64:
-      return dispatch_prefill<DefaultTile<64>::type>(a, stream);
-    default:
-      throw Error("attention/prefill: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
-  }
+  with_mma_tile(a.flash.mma_tile, a.head_dim, [&](auto tile) { dispatch_prefill<decltype(tile)>(a, stream); });
 }
 
 }  // namespace inferlab

@@ -44,6 +44,7 @@
 #include "flash_common.cuh"
 #include "flash_fwd.h"
 #include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/sim/error.h"
 #include "wgmma.h"
 
@@ -455,12 +456,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
 #endif
 }
 
-// The work-item counter of the persistent kernel: one int per device, allocated once.
-int* work_counter(int device) {
+// The work-item counter of the persistent kernel: one int per (device, stream), allocated once, so
+// launches on two streams run concurrently without sharing a counter (a stream's launches are ordered).
+int* work_counter(int device, cudaStream_t stream) {
   static std::mutex mutex;
-  static std::map<int, int*> counters;
+  static std::map<std::pair<int, cudaStream_t>, int*> counters;
   std::lock_guard<std::mutex> lock(mutex);
-  int*& c = counters[device];
+  int*& c = counters[{device, stream}];
   if (!c) INFERLAB_CUDA_CHECK(cudaMalloc(&c, sizeof(int)));
   return c;
 }
@@ -469,7 +471,8 @@ template <class Cfg, bool kCausal, class T>
 void launch(const AttentionParams& a, cudaStream_t stream) {
   const FlashParams p = make_flash_params(a);
   auto kernel = flash_fwd_sm90_kernel<Cfg, kCausal, T, FlashMode::dense>;
-  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM));
+  static KernelSmem attr;
+  attr.ensure(kernel, Cfg::SMEM, "attention/flash");
   int device = 0, sms = 0;
   INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -478,8 +481,8 @@ void launch(const AttentionParams& a, cudaStream_t stream) {
   if (items > INT32_MAX / 2) throw Error("attention/flash: too many query blocks for 32-bit work indices");
   // One persistent block per SM; each takes its next item from a global counter when it finishes
   // one, so items of unequal cost (causal) balance across SMs, longest first.
-  const int grid = int(items < sms ? items : sms);
-  int* counter = work_counter(device);
+  const int grid = int(std::min<int64_t>(items, a.flash.max_ctas > 0 ? std::min(sms, a.flash.max_ctas) : sms));
+  int* counter = work_counter(device, stream);
   INFERLAB_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(int), stream));
   kernel<<<grid, Cfg::THREADS, Cfg::SMEM, stream>>>(p, int(m_blocks), int(items), counter);
   INFERLAB_CHECK_LAUNCH();
@@ -494,24 +497,16 @@ void launch_varlen(const PrefillParams& a, cudaStream_t stream) {
   const FlashParams p = make_flash_params(a);
   auto kernel = flash_fwd_sm90_kernel<Cfg, kCausal, T, kMode>;
   const int smem = Cfg::SMEM + int(4 * a.sequences);
-  int device = 0, sms = 0, smem_max = 0;
+  int device = 0, sms = 0;
   INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (smem > smem_max)
-    throw Error("attention/prefill: " + std::to_string(a.sequences) + " sequences need " + std::to_string(smem) +
-                " bytes of shared memory, the device allows " + std::to_string(smem_max));
-  // Host work between a step's launches counts: the attribute is raised only when a launch needs
-  // more shared memory than any before it.
-  static std::atomic<int> smem_set{-1};
-  if (smem > smem_set.load()) {
-    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    smem_set.store(smem);
-  }
+  // The query-tile prefix of every sequence sits in shared memory: checked against the device.
+  static KernelSmem attr;
+  attr.ensure(kernel, smem, "attention/prefill");
   const int64_t tiles = std::min(a.sequences * ((a.max_q + Cfg::BM - 1) / Cfg::BM), (a.total_q + Cfg::BM - 1) / Cfg::BM + a.sequences);
   const int64_t items = tiles * a.heads;
   if (items > INT32_MAX / 2) throw Error("attention/prefill: too many query tiles for 32-bit work indices");
-  const int grid = int(std::min<int64_t>(items, sms));
+  const int grid = int(std::min<int64_t>(items, a.flash.max_ctas > 0 ? std::min(sms, a.flash.max_ctas) : sms));
   kernel<<<grid, Cfg::THREADS, smem, stream>>>(p, 0, 0, static_cast<int*>(a.workspace));
   INFERLAB_CHECK_LAUNCH();
 }

@@ -66,6 +66,8 @@ void validate_linear(const LinearParams& p, int sm_count, int compute_capability
     if (p.m > 64) throw Error(what + "the weight-only kernels serve m <= 64 tokens (the decode regime)");
     if (p.k % 128 != 0) throw Error(what + "the weight-only kernels tile k by 128: k must be a multiple of 128");
     if (p.n > INT32_MAX / 64 || p.k > INT32_MAX / 64) throw Error(what + "too large for the kernel's 32-bit indices");
+  } else if (p.split_k != 0) {
+    throw Error(what + "split_k applies to the weight-only formats (int8, int4, sparse24) only");
   }
   if (!p.x || !p.w || !p.y) throw Error(what + "x, w and y must be given");
   if ((p.format == WeightFormat::int4 || p.format == WeightFormat::int8 || p.format == WeightFormat::fp8) && !p.scales)

@@ -11,7 +11,8 @@ std::vector<uint8_t> or_placeholder(const std::vector<uint8_t>& v) { return v.em
 
 }  // namespace
 
-LinearOperands::LinearOperands(const PackedWeight& w, const std::vector<float>& x, int64_t m, int sm_count)
+LinearOperands::LinearOperands(const PackedWeight& w, const std::vector<float>& x, int64_t m, int sm_count,
+                               int64_t split_k)
     : values_(w.values), scales_(or_placeholder(w.scales)), metadata_(or_placeholder(w.metadata)), x_scale_(1),
       y_(std::size_t(m * w.n)) {
   const WeightFormat f = w.format;
@@ -38,6 +39,7 @@ LinearOperands::LinearOperands(const PackedWeight& w, const std::vector<float>& 
   params_.metadata = w.metadata.empty() ? nullptr : metadata_.get();
   params_.x_scale = f == WeightFormat::fp8 ? x_scale_.get() : nullptr;
   params_.y = y_.get();
+  params_.split_k = split_k;
   workspace_ = DeviceBuffer<uint8_t>(std::max<std::size_t>(linear_workspace_bytes(params_, sm_count), 16));
   INFERLAB_CUDA_CHECK(cudaMemset(workspace_.get(), 0, workspace_.bytes()));
   params_.workspace = workspace_.get();

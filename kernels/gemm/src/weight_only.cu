@@ -26,6 +26,7 @@
 #include <string>
 
 #include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/kernels.h"
@@ -324,11 +325,8 @@ template <WeightFormat F, int MT>
 void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
   auto kernel = weight_only_kernel<F, MT>;
   const int smem = int(smem_bytes(F, MT, plan.k_per_block));
-  static std::atomic<int> smem_set{-1};
-  if (smem > smem_set.load()) {
-    INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    smem_set.store(smem);
-  }
+  static KernelSmem attr;
+  attr.ensure(kernel, smem, "linear (weight-only)");
   const dim3 grid(unsigned((wp.n + kBlockRows - 1) / kBlockRows), unsigned(plan.split_k));
   kernel<<<grid, kThreads, smem, stream>>>(wp);
   INFERLAB_CHECK_LAUNCH();
@@ -348,21 +346,20 @@ void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) 
 
 LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
   // The plan is sim/kernels.h plan_weight_only (the model charges the same grid): m_tiles, and the
-  // split_k that keeps the grid in one wave (measured reasons: kernels/gemm/NOTES.md).
-  //   INFERLAB_LINEAR_SPLITK=N forces split_k (tuning only; it must divide k / 128).
+  // split_k that keeps the grid in one wave (measured reasons: kernels/gemm/NOTES.md); LinearParams::split_k
+  // picks another (the candidates of that measurement).
   const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count);
   LinearPlan plan;
   plan.m_tiles = wp.m_tiles;
   int64_t split = wp.split_k;
-  if (const char* e = std::getenv("INFERLAB_LINEAR_SPLITK")) {
+  if (p.split_k != 0) {
     const int64_t units = p.k / 128;
     const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / wp.blocks_per_sm - (1 << 10));
     const int64_t max_kb = smem_budget / (smem_bytes(p.format, plan.m_tiles, 1024) / 1024 + 1);
-    const int64_t forced = std::atoll(e);
-    if (forced <= 0 || units % forced != 0 || p.k / forced > max_kb)
-      throw Error("INFERLAB_LINEAR_SPLITK=" + std::string(e) + " must divide k/128=" + std::to_string(units) +
+    if (p.split_k < 0 || units % p.split_k != 0 || p.k / p.split_k > max_kb)
+      throw Error("linear: split_k " + std::to_string(p.split_k) + " must divide k/128 = " + std::to_string(units) +
                   " with at most " + std::to_string(max_kb) + " columns per block");
-    split = forced;
+    split = p.split_k;
   }
   plan.split_k = int(split);
   plan.k_per_block = p.k / split;

@@ -18,6 +18,7 @@ struct DecodeShape {
   KvLayout layout = KvLayout::paged;
   int64_t block_size = 16;  // paged
   int splits = 0;           // split: pieces per context (0: the kernel's plan)
+  DecodeBlock block = DecodeBlock::planned;  // the block shape (decode.h)
 };
 
 struct DecodeMeasurement {

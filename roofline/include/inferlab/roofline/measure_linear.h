@@ -20,6 +20,7 @@ struct LinearMeasurement {
 // Throws inferlab::Error naming the problem (unsupported format on this GPU, a shape the format
 // cannot store, not enough device memory) before anything is launched.
 void check_linear_supported(const LinearShape& s, WeightFormat f);
-LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing = {});
+// split_k: 0 the weight-only kernels' plan, else LinearParams::split_k (a candidate the plan was measured against).
+LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing = {}, int64_t split_k = 0);
 
 }  // namespace inferlab

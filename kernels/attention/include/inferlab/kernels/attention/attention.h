@@ -20,6 +20,32 @@
 
 namespace inferlab {
 
+// The flash rungs, side by side in one process (no environment switches): each is a named kernel with
+// its own test over the same shapes (tests/kernels/test_attention.cpp, test_prefill.cpp).
+//   automatic  the persistent wgmma kernel on compute capability 9.0 (flash_fwd_sm90.cu, built for
+//              sm_90a), the mma.sync kernel elsewhere
+//   mma        the mma.sync m16n8k16 kernel (flash_fwd.cu), any GPU from compute capability 8.0
+//   wgmma      the persistent wgmma kernel; an inferlab::Error on a GPU (or a build) without it
+enum class FlashKernel { automatic, mma, wgmma };
+// The mma.sync kernel's tile at head dim 128 (BM x BN x warps): planned is the measured choice
+// (DefaultTile, flash_fwd.cu, kernels/attention/NOTES.md); the others are the candidates it was chosen
+// from, kept so that a benchmark times them side by side.
+enum class MmaTile { planned, bm128_bn32_w4, bm64_bn64_w4, bm128_bn64_w8 };
+const char* flash_kernel_name(FlashKernel k);
+const char* mma_tile_name(MmaTile t);
+
+struct FlashOptions {
+  FlashKernel kernel = FlashKernel::automatic;
+  MmaTile mma_tile = MmaTile::planned;  // mma at head dim 128 only (validate says so otherwise)
+  // The wgmma kernel's persistent grid: at most this many CTAs (0: one per SM). Small tests set it so
+  // that every CTA takes several work items from the counter.
+  int max_ctas = 0;
+};
+
+// The kernel a launch with these options runs on the current device: automatic resolved; wgmma where it
+// is not available throws inferlab::Error naming why.
+FlashKernel resolve_flash_kernel(const FlashOptions& o);
+
 struct AttentionParams {
   DType dtype = DType::bf16;  // bf16 or fp16 for Q, K, V, O (and the naive scores)
   int64_t batch = 1;
@@ -38,6 +64,7 @@ struct AttentionParams {
   float* lse = nullptr;       // [batch, heads, seq_q]: log(sum_j exp(scale * q.k_j)) (natural log); -inf for a row with no key
   void* workspace = nullptr;  // naive only: attention_workspace_bytes()
   std::size_t workspace_bytes = 0;
+  FlashOptions flash;         // flash only: which rung runs
 
   float softmax_scale() const;
 };

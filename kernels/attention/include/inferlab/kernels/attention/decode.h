@@ -20,6 +20,12 @@
 namespace inferlab {
 
 enum class DecodeVariant { plain, split };
+// The block shape of a decode launch (warps x K/V pipeline stages): planned is the plan's choice from the
+// grid (decode.cu dispatch_config: 8 warps with a deep K/V ring at most one block per SM, else 4 warps;
+// measured reasons in kernels/attention/NOTES.md); the others are the candidates it was measured against,
+// at head dim 128 with query groups of at most 16 heads, so a benchmark times them side by side.
+enum class DecodeBlock { planned, w4s3, w8s3, w8s2, w4s5 };
+const char* decode_block_name(DecodeBlock b);
 std::string decode_variant_name(DecodeVariant v);
 DecodeVariant parse_decode_variant(const std::string& s);
 
@@ -35,6 +41,7 @@ struct DecodeParams {
   float* lse = nullptr;     // [batch, heads]: log(sum_j exp(scale * q.k_j)); -inf for an empty context
   int64_t max_context = 0;  // the longest context in the batch (known on the host: plans the split)
   int splits = 0;           // split: pieces per context (0: the heuristic); plain: ignored
+  DecodeBlock block = DecodeBlock::planned;
   // split: zero-filled once before its first use (cudaMemset); every launch leaves its counters (at the
   // workspace's end) at zero (the merging block resets its counter), so a workspace is reused without
   // clearing it again. A workspace shared by launches of different shapes must hold the largest partial

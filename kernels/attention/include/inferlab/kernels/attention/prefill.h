@@ -23,6 +23,7 @@
 
 #include <cuda_runtime.h>
 
+#include "inferlab/kernels/attention/attention.h"
 #include "inferlab/kernels/kvcache/kvcache.h"
 #include "inferlab/sim/dtype.h"
 #include "inferlab/sim/ops.h"
@@ -54,6 +55,7 @@ struct PrefillParams {
   // stream that may run a prefill concurrently with another.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  FlashOptions flash;                // which flash rung runs (attention.h)
 
   float softmax_scale() const;
 };

@@ -34,6 +34,10 @@ struct LinearParams {
   // every launch leaves it zeroed (the block that finishes a row tile clears what it read).
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  // Weight-only formats: blocks along k per 128-row tile. 0: the plan's (sim/kernels.h plan_weight_only,
+  // the grid the model charges); else a candidate it was measured against (it must divide k / 128, with
+  // the X slice of a block within its shared memory: plan_linear says so by name).
+  int64_t split_k = 0;
 };
 
 // How the weight-only kernels cut the problem (tile choices in one place, weight_only.cu).
