@@ -238,6 +238,7 @@ TEST(AttentionGpu, ConcurrentStreamsDoNotShareTheWorkCounter) {
   const int64_t B = 4, H = 16, S = 512, D = 128, n = B * S * H * D;
   struct Run {
     DeviceBuffer<T> q, k, v, o;
+    DeviceBuffer<float> lse;
     AttentionParams p;
   };
   std::vector<std::unique_ptr<Run>> runs;
@@ -247,9 +248,10 @@ TEST(AttentionGpu, ConcurrentStreamsDoNotShareTheWorkCounter) {
     r->k = DeviceBuffer<T>(testing::random_values<DType::bf16>(std::size_t(n), rng).dev);
     r->v = DeviceBuffer<T>(testing::random_values<DType::bf16>(std::size_t(n), rng).dev);
     r->o = DeviceBuffer<T>(std::size_t(n));
+    r->lse = DeviceBuffer<float>(std::size_t(B * H * S));
     AttentionParams& p = r->p;
     p.batch = B, p.heads = H, p.kv_heads = H, p.seq_q = S, p.seq_k = S, p.head_dim = D, p.causal = i == 1;
-    p.q = r->q.get(), p.k = r->k.get(), p.v = r->v.get(), p.o = r->o.get();
+    p.q = r->q.get(), p.k = r->k.get(), p.v = r->v.get(), p.o = r->o.get(), p.lse = r->lse.get();
     runs.push_back(std::move(r));
   }
   auto bytes = [](const std::vector<T>& x) {

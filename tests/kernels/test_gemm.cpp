@@ -87,9 +87,12 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
 // process over the same shapes; a split that does not divide k / 128 is refused by name.
 TEST(LinearGpu, EverySplitOfTheWeightOnlyKernelsMatchesTheReference) {
   REQUIRE_GPU();
+  // k = 1024: 8 tiles of 128, split 1..8; one block's X slice must fit its shared memory, which at m = 64
+  // leaves out split 1 (1024 columns).
   for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8, WeightFormat::sparse24})
-    for (int64_t split : {1, 2, 4, 8, 16})
-      for (int64_t m : {1, 16, 64}) run_case(f, m, 1024, 2048, 40 + uint64_t(split) + uint64_t(m), split);
+    for (int64_t split : {1, 2, 4, 8})
+      for (int64_t m : {1, 16, 64})
+        if (!(split == 1 && m == 64)) run_case(f, m, 1024, 1024, 40 + uint64_t(split) + uint64_t(m), split);
   const PackedWeight pw = pack_weight(random_weight(256, 384, 3, 4, 8.f), 256, 384, WeightFormat::int4);
   EXPECT_NE(error_of([&] {
               LinearOperands op(pw, random_activations(1, 384, 4), 1, device_sms(), 2);
