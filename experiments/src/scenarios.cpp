@@ -211,6 +211,7 @@ void add_refined_columns(Row& r, const Prediction& p) {
   for (auto [name, v] : {std::pair{"tensor_s", p.tensor_s}, std::pair{"mufu_s", p.mufu_s}, std::pair{"fp32_s", p.fp32_s},
                          std::pair{"alu_s", p.alu_s}, std::pair{"cvt_s", p.cvt_s}, std::pair{"issue_s", p.issue_s},
                          std::pair{"pipes_s", p.pipes_s}, std::pair{"latency_s", p.latency_s},
+                         std::pair{"atomics_s", p.atomics_s}, std::pair{"tail_s", p.tail_s},
                          std::pair{"floor_s", p.floor_s}, std::pair{"reachable_bandwidth", p.reachable_bandwidth},
                          std::pair{"waves", p.waves}})
     r.emplace_back(name, num(v));

@@ -63,6 +63,8 @@ constexpr PipeField kPipeFields[] = {
     {"smem_latency_cycles", 1, &PipeCeilings::smem_latency_cycles},
     {"mufu_latency_cycles", 1, &PipeCeilings::mufu_latency_cycles},
     {"dram_latency_us", 1e-6, &PipeCeilings::dram_latency_s},
+    {"l2_latency_cycles", 1, &PipeCeilings::l2_latency_cycles},
+    {"l2_atomics_per_clk", 1, &PipeCeilings::l2_atomics_per_clk},
     {"sm_bandwidth_gb_s", kGiga, &PipeCeilings::sm_bandwidth},
     {"read_bandwidth_gb_s", kGiga, &PipeCeilings::read_bandwidth},
     {"launch_floor_eager_us", 1e-6, &PipeCeilings::launch_floor_eager_s},
@@ -114,6 +116,11 @@ void derive_pipes(Hardware& h) {
   fill(&PipeCeilings::mufu_latency_cycles, "mufu_latency_cycles", 18, "estimate: MUFU.EX2 load-to-use, ~18 cycles");
   fill(&PipeCeilings::dram_latency_s, "dram_latency_us", 0.9e-6,
        "estimate: a dependent global round trip while the GPU streams (pointer chase under load), 0.9 us");
+  fill(&PipeCeilings::l2_latency_cycles, "l2_latency_cycles", 260,
+       "estimate: a dependent load that hits in L2, ~260 SM cycles (Hopper and Ampere pointer chases within the L2)");
+  fill(&PipeCeilings::l2_atomics_per_clk, "l2_atomics_per_clk", 80,
+       "estimate: one 32-bit atomic per L2 slice per clock over 80 slices (A100 whitepaper: 5120 bytes/clk of L2 "
+       "bandwidth = 80 slices x 64 bytes; 8 slices per memory controller)");
   fill(&PipeCeilings::sm_bandwidth, "sm_bandwidth_gb_s", 64 * p.sm_clock_hz, "estimate: 64 bytes per SM per clock from L2");
   fill(&PipeCeilings::read_bandwidth, "read_bandwidth_gb_s", h.memory_bandwidth, "the memory bandwidth");
   fill(&PipeCeilings::launch_floor_eager_s, "launch_floor_eager_us", std::max(h.launch_overhead_s, 1e-6),

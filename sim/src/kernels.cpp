@@ -364,6 +364,16 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // read of the partial sums (one).
   kl.cta_cycles = chunks_per_warp * lp.c.total() / lp.depth * cpi;
   kl.cta_round_trips = 1 + (plan.split_k > 1 ? 3 : 0);
+  if (plan.split_k > 1) {
+    // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
+    // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's
+    // atomic units. The last block of a row tile then reads them back: its loop loads, converts and
+    // stores one cell per thread per iteration, each load consumed before the next is issued (SASS:
+    // LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations unrolled, none overlapped): ceil(m x 128 / 256)
+    // dependent L2 round trips after the last wave.
+    kl.atomics = double(m) * double(n) * double(plan.split_k);
+    kl.tail_l2_round_trips = std::ceil(double(m) * double(std::min<int64_t>(n, 128)) / 256.0);
+  }
   return {kl};
 }
 

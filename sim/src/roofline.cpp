@@ -63,7 +63,10 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s);
   const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
   const double floor = k.launch == LaunchMode::graph ? c.launch_floor_graph_s : c.launch_floor_eager_s;
-  const double body = (k.memory_overlapped ? std::max({pipes, memory, latency}) : std::max(pipes + memory, latency)) + exposed;
+  const double core = k.memory_overlapped ? std::max({pipes, memory, latency}) : std::max(pipes + memory, latency);
+  const double atomics = k.atomics > 0 ? k.atomics / (c.l2_atomics_per_clk * c.sm_clock_hz) : 0.0;
+  const double tail = k.tail_l2_round_trips * c.l2_latency_cycles / c.sm_clock_hz;
+  const double body = std::max(core, atomics) + std::min(core, atomics) / std::max(1.0, waves) + tail + exposed;
 
   p.tensor_s += tensor;
   p.mufu_s += mufu;
@@ -74,15 +77,19 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   p.pipes_s += pipes;
   p.memory_s += memory;
   p.latency_s += latency;
+  p.atomics_s += atomics;
+  p.tail_s += tail;
   p.floor_s += floor;
   p.compute_s += pipes;
   p.time_s += body + floor;
   p.reachable_bandwidth = p.reachable_bandwidth > 0 ? std::min(p.reachable_bandwidth, reach) : reach;
   p.waves = std::max(p.waves, waves);
   // The launch's dominant term, weighted by its share of the op's time.
-  if (body - exposed == memory || (!k.memory_overlapped && memory > pipes && body - exposed != latency))
+  if (atomics > core)
+    terms.push_back({"atomics", body});
+  else if (core == memory || (!k.memory_overlapped && memory > pipes && core != latency))
     terms.push_back({reach < hbm ? "parallelism" : "memory", body});
-  else if (body - exposed == latency)
+  else if (core == latency)
     terms.push_back({"latency", body});
   else {
     const Term pipe_terms[] = {{"tensor", tensor}, {"mufu", mufu}, {"fp32", fp32}, {"alu", alu}, {"cvt", cvt}, {"issue", issue}};
@@ -116,7 +123,7 @@ Prediction predict_refined(const Op& op, const Hardware& hw) {
   p.dominant = best->name;
   const std::string d = p.dominant;
   p.bound = d == "launch" ? Bound::launch : d == "latency" ? Bound::latency
-          : (d == "memory" || d == "parallelism") ? Bound::memory : Bound::compute;
+          : (d == "memory" || d == "parallelism" || d == "atomics") ? Bound::memory : Bound::compute;
   return p;
 }
 

@@ -35,6 +35,8 @@ struct PipeCeilings {
   double smem_latency_cycles = 0;     // a dependent shared-memory load
   double mufu_latency_cycles = 0;     // a dependent MUFU result
   double dram_latency_s = 0;   // one dependent global-memory round trip (pointer chase)
+  double l2_latency_cycles = 0;  // one dependent global load that hits in L2
+  double l2_atomics_per_clk = 0;  // fp32 atomic adds to distinct addresses the whole L2 completes per SM clock
   double sm_bandwidth = 0;     // bytes/s one SM can pull from HBM
   double read_bandwidth = 0;   // bytes/s the whole GPU reads (read-only streams); 0: memory_bandwidth
   double launch_floor_eager_s = 0;  // an event-timed launch of a near-empty kernel

@@ -69,6 +69,13 @@ struct KernelLaunch {
   // persistent kernels, round trips exposed per SM over the whole launch (e.g. one per work item).
   double startup_round_trips = 0;
   double sm_round_trips = 0;
+  // fp32 atomic adds the launch sends to L2 (split-k partial sums): a pipe of the L2, not of the SMs.
+  // A block holds its SM until its atomics drain (its fence waits for them), so they overlap the
+  // other waves' work but not their own: max(rest, atomics) + min(rest, atomics) / waves.
+  double atomics = 0;
+  // Dependent L2 round trips after the last wave (split-k: the last block of a row tile reads the
+  // partial sums back one load at a time).
+  double tail_l2_round_trips = 0;
 };
 
 // The kernel variants of kernels/ (names as their NOTES use them).

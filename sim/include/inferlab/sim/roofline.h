@@ -44,10 +44,12 @@ struct Prediction {
   double tensor_s = 0, mufu_s = 0, fp32_s = 0, alu_s = 0, cvt_s = 0, issue_s = 0;
   double pipes_s = 0;       // the pipes composed
   double latency_s = 0;     // waves x critical path
+  double atomics_s = 0;     // L2 atomics (split-k partial sums) at the L2's atomic rate
+  double tail_s = 0;        // dependent L2 round trips after the last wave
   double floor_s = 0;       // launch floors
   double reachable_bandwidth = 0;  // bytes/s the grid reaches (the smallest over launches)
   double waves = 0;         // the largest over launches
-  std::string dominant;     // tensor, mufu, fp32, alu, cvt, issue, memory, parallelism, latency, launch
+  std::string dominant;     // tensor, mufu, fp32, alu, cvt, issue, memory, parallelism, latency, atomics, launch
   double ridge() const { return peak_flops / bandwidth; }  // FLOP/byte where the op would turn compute-bound
 };
 
