@@ -6,6 +6,10 @@
 //   dependent_kernel  one warp, one chain of dependent FFMAs: cycles per instruction
 //   chase_kernel      pointer chase over random 4 KiB pages of 1 GiB (one thread), alone or while
 //                     every other block streams a 1 GiB buffer
+//   l2_chase_kernel   pointer chase over random 128-byte lines of 4 MiB (resident in L2; one thread):
+//                     SM clock cycles per hop of a load that hits in L2
+//   red_kernel        every SM's threads adding fp32 into their own words of a 16 MiB L2-resident buffer
+//                     (RED.E.ADD.F32, no return, as the split-k kernels do): atomics per SM clock, whole GPU
 //   sweep_read_kernel N blocks of 1024 threads reading their own slices: the bandwidth N SMs reach
 //   empty_kernel      the launch floor, one event-timed launch, and as nodes of a CUDA graph
 #include "inferlab/roofline/pipe_ceilings.h"
@@ -105,6 +109,28 @@ __global__ void dependent_kernel(int iters, float b, unsigned long long* out, fl
   const long long t1 = clock64();
   if (threadIdx.x == 0) out[0] = static_cast<unsigned long long>(t1 - t0);
   if (a == 1234.5f) *sink = a;
+}
+
+// One thread chases `hops` pointers that stay in L2 (__ldcg: not cached in L1), after a warm pass; writes
+// clock64 ticks per hop.
+__global__ void l2_chase_kernel(const uint32_t* next, int lines, int hops, double* cycles_per_hop) {
+  uint32_t p = 0;
+  for (int i = 0; i < lines; ++i) p = __ldcg(next + p);  // every line into L2
+  const long long t0 = clock64();
+  for (int i = 0; i < hops; ++i) p = __ldcg(next + p);
+  const long long t1 = clock64();
+  *cycles_per_hop = double(t1 - t0) / hops + double(p == 0xFFFFFFFFu);
+}
+
+// Each thread adds into its own word (consecutive words across a warp), `iters` times over a buffer of
+// `words` floats that stays in L2; the result is never read back (the compiler emits RED, not ATOM).
+__global__ void red_kernel(float* buf, std::size_t words, int iters, unsigned long long* stamps) {
+  stamp(stamps, 0);
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (int it = 0; it < iters; ++it)
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride)
+      atomicAdd(buf + i, 1.0f);
+  stamp(stamps, 1);
 }
 
 // Block 0 thread 0 chases `hops` pointers and writes ns per hop; with `stream`, every other block
@@ -239,6 +265,34 @@ PipeMeasurements measure_pipes(bool quick) {
     };
     m.dram_latency_idle_s = chase(false);
     m.dram_latency_loaded_s = chase(true);
+  }
+  {  // a load that hits in L2: random 128-byte lines of 4 MiB (the H100's L2 holds 50 MB)
+    const int lines = (4 << 20) / 128, stride = 128 / 4;
+    std::vector<uint32_t> order(static_cast<std::size_t>(lines));
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin() + 1, order.end(), std::mt19937(11));
+    std::vector<uint32_t> host(std::size_t(lines) * stride, 0);
+    for (int i = 0; i < lines; ++i) host[std::size_t(order[std::size_t(i)]) * stride] = order[std::size_t((i + 1) % lines)] * stride;
+    DeviceBuffer<uint32_t> next(host.size());
+    DeviceBuffer<double> cyc(1);
+    next.upload(host);
+    l2_chase_kernel<<<1, 1>>>(next.get(), lines, quick ? 2000 : 20000, cyc.get());
+    INFERLAB_CHECK_LAUNCH();
+    INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    INFERLAB_CUDA_CHECK(cudaMemcpy(&m.l2_latency_cycles, cyc.get(), sizeof(double), cudaMemcpyDeviceToHost));
+  }
+  {  // fp32 reductions into L2: every SM, 1024 threads each, into a 16 MiB buffer
+    const std::size_t words = (16u << 20) / 4;
+    const int iters = quick ? 4 : 32;
+    DeviceBuffer<float> buf(words);
+    INFERLAB_CUDA_CHECK(cudaMemset(buf.get(), 0, words * 4));
+    const Timing tm = time_cuda([&] {
+      red_kernel<<<sms, 1024, 0, t.stream>>>(buf.get(), words, iters, stamps);
+      INFERLAB_CHECK_LAUNCH();
+    }, t);
+    const double clock = clock_of(stamped());
+    if (clock > 0) m.l2_atomics_per_clk = double(words) * iters / (tm.median_s * clock);
+    m.l2_atomics_clock_hz = clock;
   }
   {  // the bandwidth N SMs reach
     const std::size_t per_block = (quick ? (4u << 20) : (32u << 20)) / 16;  // uint4 per block
