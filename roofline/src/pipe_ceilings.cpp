@@ -37,9 +37,11 @@ nlohmann::json pipes_json(const PipeMeasurements& m) {
       "pointer chase (random 4 KiB-strided hops over 1 GiB) on one SM while the others stream HBM");
   put("l2_latency_cycles", m.l2_latency_cycles,
       "pointer chase over random 128-byte lines of 4 MiB (L2-resident, ld.global.cg): clock64 ticks per hop");
-  // Not the model's l2_atomics_per_clk: a warp here reduces 32 consecutive words (one 128-byte line), while
-  // the split-k kernels' mma fragments scatter a warp's 32 words over 8 rows; kept beside it as a fact.
-  put("l2_red_coalesced_per_clk", m.l2_atomics_per_clk,
+  put("l2_atomics_per_clk", m.l2_atomics_per_clk,
+      "fp32 atomicAdd without return (RED) in the split-k kernels' pattern: a warp's 32 lanes into 4 token rows "
+      "x 8 consecutive words (4 lines, a sector each), 64 tokens x 16384 rows in L2, 128-row tiles of 8 warps: "
+      "reductions per SM clock, whole GPU");
+  put("l2_red_coalesced_per_clk", m.l2_red_coalesced_per_clk,
       "fp32 atomicAdd without return (RED) by 1024 threads on every SM into their own consecutive words of "
       "16 MiB in L2: reductions per SM clock, whole GPU");
   put("sm_bandwidth_gb_s", single_sm_bandwidth(m.sm_bandwidth) / 1e9, "read kernel on 1..8 SMs (1024 threads each), the best per SM");

@@ -10,6 +10,8 @@
 //                     SM clock cycles per hop of a load that hits in L2
 //   red_kernel        every SM's threads adding fp32 into their own words of a 16 MiB L2-resident buffer
 //                     (RED.E.ADD.F32, no return, as the split-k kernels do): atomics per SM clock, whole GPU
+//   red_fragment_kernel  the same reductions in the split-k kernels' pattern (weight_only.cu): a warp's 32
+//                     lanes add into 4 token rows (2t + e&1, n words apart) x 8 consecutive words (row0 + g)
 //   sweep_read_kernel N blocks of 1024 threads reading their own slices: the bandwidth N SMs reach
 //   empty_kernel      the launch floor, one event-timed launch, and as nodes of a CUDA graph
 #include "inferlab/roofline/pipe_ceilings.h"
@@ -130,6 +132,24 @@ __global__ void red_kernel(float* buf, std::size_t words, int iters, unsigned lo
   for (int it = 0; it < iters; ++it)
     for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += stride)
       atomicAdd(buf + i, 1.0f);
+  stamp(stamps, 1);
+}
+
+// The split-k kernels' output pattern: partial[m x n] fp32, block b owns rows b*128 .. +127 (warp w: 16 of
+// them), each thread adds its mma fragment: for nt < 8 token tiles, e < 4: token 8 nt + 2 t + (e & 1), row
+// row0 + g + 8 (e >> 1) (g = lane / 4, t = lane % 4), as weight_only.cu's for_outputs does at m = 64.
+__global__ void red_fragment_kernel(float* partial, int n, int row_tiles, int iters, unsigned long long* stamps) {
+  stamp(stamps, 0);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  for (int it = 0; it < iters; ++it)
+    for (int tile = blockIdx.x; tile < row_tiles; tile += gridDim.x) {
+      const int row0 = tile * 128 + warp * 16;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          atomicAdd(partial + int64_t(8 * nt + 2 * t + (e & 1)) * n + row0 + g + 8 * (e >> 1), 1.0f);
+    }
   stamp(stamps, 1);
 }
 
@@ -291,8 +311,18 @@ PipeMeasurements measure_pipes(bool quick) {
       INFERLAB_CHECK_LAUNCH();
     }, t);
     const double clock = clock_of(stamped());
-    if (clock > 0) m.l2_atomics_per_clk = double(words) * iters / (tm.median_s * clock);
-    m.l2_atomics_clock_hz = clock;
+    if (clock > 0) m.l2_red_coalesced_per_clk = double(words) * iters / (tm.median_s * clock);
+  }
+  {  // the split-k pattern: 64 tokens x 16384 rows of fp32 partial sums (4 MiB, in L2), a block of 8 warps per 128-row tile
+    const int n = 16384, row_tiles = n / 128, iters = quick ? 4 : 32;
+    DeviceBuffer<float> partial(std::size_t(64) * n);
+    INFERLAB_CUDA_CHECK(cudaMemset(partial.get(), 0, std::size_t(64) * n * 4));
+    const Timing tm = time_cuda([&] {
+      red_fragment_kernel<<<row_tiles, 256, 0, t.stream>>>(partial.get(), n, row_tiles, iters, stamps);
+      INFERLAB_CHECK_LAUNCH();
+    }, t);
+    const double clock = clock_of(stamped());
+    if (clock > 0) m.l2_atomics_per_clk = double(row_tiles) * 256 * 32 * iters / (tm.median_s * clock);
   }
   {  // the bandwidth N SMs reach
     const std::size_t per_block = (quick ? (4u << 20) : (32u << 20)) / 16;  // uint4 per block
