@@ -37,10 +37,12 @@ nlohmann::json pipes_json(const PipeMeasurements& m) {
       "pointer chase (random 4 KiB-strided hops over 1 GiB) on one SM while the others stream HBM");
   put("l2_latency_cycles", m.l2_latency_cycles,
       "pointer chase over random 128-byte lines of 4 MiB (L2-resident, ld.global.cg): clock64 ticks per hop");
-  put("l2_atomics_per_clk", m.l2_atomics_per_clk,
+  // Beside, not in place of, the model's l2_atomics_per_clk (sim/hardware.h): what the split-k term should charge
+  // is the open question these rates inform (README, "Remaining misses").
+  put("l2_red_fragment_per_clk", m.l2_atomics_per_clk,
       "fp32 atomicAdd without return (RED) in the split-k kernels' pattern: a warp's 32 lanes into 4 token rows "
-      "x 8 consecutive words (4 lines, a sector each), 64 tokens x 16384 rows in L2, 128-row tiles of 8 warps: "
-      "reductions per SM clock, whole GPU");
+      "x 8 consecutive words (4 lines, a sector each), 64 tokens x 16384 rows in L2, 128-row tiles of 8 warps, "
+      "one block a tile: reductions per SM clock, whole GPU (several blocks into the same words: l2_atomics_split_sweep)");
   put("l2_red_coalesced_per_clk", m.l2_red_coalesced_per_clk,
       "fp32 atomicAdd without return (RED) by 1024 threads on every SM into their own consecutive words of "
       "16 MiB in L2: reductions per SM clock, whole GPU");
@@ -51,6 +53,9 @@ nlohmann::json pipes_json(const PipeMeasurements& m) {
   nlohmann::json sweep = nlohmann::json::array();
   for (const auto& [n, bw] : m.sm_bandwidth) sweep.push_back({{"sms", n}, {"gb_s", bw / 1e9}});
   p["sm_bandwidth_sweep"] = sweep;
+  nlohmann::json red = nlohmann::json::array();
+  for (const auto& [split, rate] : m.l2_atomics_split) red.push_back({{"blocks_per_word", split}, {"per_clk", rate}});
+  if (!red.empty()) p["l2_atomics_split_sweep"] = red;
   if (m.dram_latency_idle_s > 0) p["dram_latency_idle_us"] = m.dram_latency_idle_s * 1e6;
   return p;
 }

@@ -137,7 +137,8 @@ __global__ void red_kernel(float* buf, std::size_t words, int iters, unsigned lo
 
 // The split-k kernels' output pattern: partial[m x n] fp32, block b owns rows b*128 .. +127 (warp w: 16 of
 // them), each thread adds its mma fragment: for nt < 8 token tiles, e < 4: token 8 nt + 2 t + (e & 1), row
-// row0 + g + 8 (e >> 1) (g = lane / 4, t = lane % 4), as weight_only.cu's for_outputs does at m = 64.
+// row0 + g + 8 (e >> 1) (g = lane / 4, t = lane % 4), as weight_only.cu's for_outputs does at m = 64. The
+// gridDim.y blocks of a tile add into the same words, as the split_k blocks of a row tile do.
 __global__ void red_fragment_kernel(float* partial, int n, int row_tiles, int iters, unsigned long long* stamps) {
   stamp(stamps, 0);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -313,16 +314,22 @@ PipeMeasurements measure_pipes(bool quick) {
     const double clock = clock_of(stamped());
     if (clock > 0) m.l2_red_coalesced_per_clk = double(words) * iters / (tm.median_s * clock);
   }
-  {  // the split-k pattern: 64 tokens x 16384 rows of fp32 partial sums (4 MiB, in L2), a block of 8 warps per 128-row tile
-    const int n = 16384, row_tiles = n / 128, iters = quick ? 4 : 32;
+  {  // the split-k pattern: 64 tokens x 16384 rows of fp32 partial sums (4 MiB, in L2), a block of 8 warps per
+     // 128-row tile, and split = 1, 2, 4, 8, 16 blocks a tile adding into the same words
+    const int n = 16384, row_tiles = n / 128, iters = quick ? 2 : 16;
     DeviceBuffer<float> partial(std::size_t(64) * n);
     INFERLAB_CUDA_CHECK(cudaMemset(partial.get(), 0, std::size_t(64) * n * 4));
-    const Timing tm = time_cuda([&] {
-      red_fragment_kernel<<<row_tiles, 256, 0, t.stream>>>(partial.get(), n, row_tiles, iters, stamps);
-      INFERLAB_CHECK_LAUNCH();
-    }, t);
-    const double clock = clock_of(stamped());
-    if (clock > 0) m.l2_atomics_per_clk = double(row_tiles) * 256 * 32 * iters / (tm.median_s * clock);
+    for (int split : {1, 2, 4, 8, 16}) {
+      const Timing tm = time_cuda([&] {
+        red_fragment_kernel<<<dim3(unsigned(row_tiles), unsigned(split)), 256, 0, t.stream>>>(partial.get(), n, row_tiles,
+                                                                                              iters, stamps);
+        INFERLAB_CHECK_LAUNCH();
+      }, t);
+      const double clock = clock_of(stamped());
+      if (clock > 0)
+        m.l2_atomics_split.emplace_back(split, double(row_tiles) * split * 256 * 32 * iters / (tm.median_s * clock));
+    }
+    if (!m.l2_atomics_split.empty()) m.l2_atomics_per_clk = m.l2_atomics_split.front().second;
   }
   {  // the bandwidth N SMs reach
     const std::size_t per_block = (quick ? (4u << 20) : (32u << 20)) / 16;  // uint4 per block
