@@ -41,7 +41,7 @@ __device__ __forceinline__ uint64_t global_ns() {
 
 // stamps[0..3]: clock64 and globaltimer at the start and end of block 0, thread 0.
 __device__ __forceinline__ void stamp(unsigned long long* stamps, int k) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
     stamps[2 * k] = clock64();
     stamps[2 * k + 1] = global_ns();
   }

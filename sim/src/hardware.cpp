@@ -120,9 +120,8 @@ void derive_pipes(Hardware& h) {
        "estimate: a dependent load that hits in L2, ~260 SM cycles (Hopper and Ampere pointer chases within the L2)");
   fill(&PipeCeilings::l2_atomics_per_clk, "l2_atomics_per_clk", 80,
        "estimate: one 32-bit atomic per L2 slice per clock over 80 slices (A100 whitepaper: 5120 bytes/clk of L2 "
-       "bandwidth = 80 slices x 64 bytes; 8 slices per memory controller). Not confirmed: coalesced reductions "
-       "(a warp's 32 consecutive words, one line) measured ~396 per clock on the H100 (l2_red_coalesced_per_clk); "
-       "the split-k kernels' mma fragments scatter a warp's words over 8 rows, a pattern not yet measured");
+       "bandwidth = 80 slices x 64 bytes). The H100's measured file replaces it: 224 per clock in the split-k "
+       "kernels' own pattern (`inferlab ceilings`, l2_red_fragment_per_clk), so this figure is low by ~2.8x there");
   fill(&PipeCeilings::sm_bandwidth, "sm_bandwidth_gb_s", 64 * p.sm_clock_hz, "estimate: 64 bytes per SM per clock from L2");
   fill(&PipeCeilings::read_bandwidth, "read_bandwidth_gb_s", h.memory_bandwidth, "the memory bandwidth");
   fill(&PipeCeilings::launch_floor_eager_s, "launch_floor_eager_us", std::max(h.launch_overhead_s, 1e-6),
