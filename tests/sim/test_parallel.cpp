@@ -3,8 +3,11 @@
 
 #include <cmath>
 
+#include "inferlab/sim/alpha_beta.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/parallel.h"
+
+#include "error_of.h"
 
 namespace inferlab {
 namespace {
@@ -148,6 +151,40 @@ TEST(Parallel, BadDegreesAreClearErrors) {
   Hardware no_latency = hw;
   no_latency.nvlink_latency_s = 0;
   expect_error([&] { predict_parallel(m7, decode_step(1, 100), fp16(), no_latency, {2, 1, 1}); }, "nvlink_latency_us");
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// The alpha-beta fit recovers the link it was given (sim/alpha_beta.h), from the very formulas
+// sim/parallel.h charges, with noise; and refuses a sweep no link could produce.
+TEST(AlphaBetaFit, RecoversTheLinkFromItsOwnFormulas) {
+  const double alpha = 3.1e-6, B = 160e9;
+  std::vector<std::pair<double, double>> ar, sd;
+  int k = 0;
+  for (double n = 4096; n <= 268435456; n *= 4, ++k) {
+    const double noise = 1 + 0.02 * ((k % 3) - 1);  // +-2%
+    ar.push_back({n, (2 * alpha + n / B) * noise});  // 2 ranks: 2(p-1) alpha + 2(p-1)/p n / B
+    sd.push_back({n, (alpha + n / B) * noise});
+  }
+  const AlphaBetaFit a = fit_all_reduce(ar, 2), s = fit_send(sd);
+  EXPECT_NEAR(a.alpha_s / alpha, 1, 0.05);
+  EXPECT_NEAR(a.bandwidth / B, 1, 0.05);
+  EXPECT_NEAR(s.alpha_s / alpha, 1, 0.05);
+  EXPECT_NEAR(s.bandwidth / B, 1, 0.05);
+  EXPECT_LT(a.worst_residual, 0.05);
+  // Four ranks: the same link, the ring's longer path.
+  std::vector<std::pair<double, double>> ar4;
+  for (double n = 4096; n <= 268435456; n *= 4) ar4.push_back({n, 6 * alpha + 1.5 * n / B});
+  const AlphaBetaFit a4 = fit_all_reduce(ar4, 4);
+  EXPECT_NEAR(a4.alpha_s / alpha, 1, 1e-6);
+  EXPECT_NEAR(a4.bandwidth / B, 1, 1e-6);
+  EXPECT_NE(error_of([] { fit_send({{4096, 1e-5}, {4096, 2e-5}}); }).find("two message sizes"), std::string::npos);
+  EXPECT_NE(error_of([] { fit_send({{4096, 2e-5}, {1 << 20, 1e-5}}); }).find("does not grow"), std::string::npos);
+  EXPECT_NE(error_of([&] { fit_all_reduce(ar, 1); }).find("at least 2"), std::string::npos);
 }
 
 }  // namespace
