@@ -218,8 +218,20 @@ fs::path measured_ceilings_beside(const fs::path& hardware_file) {
   return hardware_file.parent_path() / (hardware_file.stem().string() + ".measured.json");
 }
 
+// A measured file's interconnect (inferlab_collectives' alpha-beta fit): the NVLink bandwidth (bidirectional
+// total, as the datasheet file gives it) and the per-step latency replace the datasheet's.
+void apply_measured_interconnect(Hardware& h, const nlohmann::json& ic, const std::string& origin) {
+  const std::string w = origin + ": interconnect";
+  h.nvlink_bandwidth = jf::positive(ic, "nvlink_gb_s", w) * kGiga;
+  h.nvlink_latency_s = jf::positive(ic, "nvlink_latency_us", w) * 1e-6;
+  h.interconnect_source = "measured " + fs::path(origin).filename().string() + " (" + jf::string(ic, "date", w, "?") + ")";
+}
+
 void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& origin) {
   const auto* c = jf::find(j, "ceilings");
+  const auto* ic = jf::find(j, "interconnect");
+  if (ic && ic->is_object()) apply_measured_interconnect(h, *ic, origin);
+  if (!c && ic) return;  // the interconnect alone: the compute and memory ceilings stay the datasheet's
   if (!c || !c->is_object()) throw Error(origin + ": missing object 'ceilings'");
   const std::string w = origin + ": ceilings";
   h.memory_bandwidth = jf::positive(*c, "memory_bandwidth_gb_s", w) * kGiga;
@@ -278,9 +290,10 @@ Hardware load_hardware(const std::string& name_or_path, CeilingsMode mode) {
   std::error_code ec;
   if (fs::is_regular_file(measured, ec))
     overlay(h, measured);
-  else if (mode == CeilingsMode::measured)
+  if (mode == CeilingsMode::measured && h.ceilings_file.empty())
     throw Error("no measured ceilings for " + h.id + " (" + measured.string() +
-                "); run `inferlab ceilings` on that GPU, or use ceilings datasheet");
+                (fs::is_regular_file(measured, ec) ? " holds only the interconnect" : " is missing") +
+                "); run `inferlab ceilings` on that GPU, or use ceilings datasheet or auto");
   return h;
 }
 

@@ -144,8 +144,8 @@ TEST(Cli, EveryVerbTakesAndLabelsItsCeilings) {
   const Result text = cli("list --ceilings auto");
   EXPECT_EQ(text.status, 0) << text.all;
   EXPECT_NE(text.out.find("ceilings: auto"), std::string::npos) << text.out;
-  expect_failure("model --model llama-3-8b --hardware h200-sxm --context 8 --ceilings measured",
-                 "no measured ceilings for h200-sxm");
+  expect_failure("model --model llama-3-8b --hardware a100-sxm-80gb --context 8 --ceilings measured",
+                 "no measured ceilings for a100-sxm-80gb");
   expect_failure("memory --model llama-3-8b --hardware h100-sxm-80gb --context 8 --ceilings sometimes",
                  "unknown ceilings 'sometimes'");
 }

@@ -132,7 +132,9 @@ TEST(Hardware, MeasuredCeilingsOverlayTheDatasheet) {
 TEST(Hardware, ShippedMeasuredFilesAreUsedWhenAsked) {
   for (const auto& id : known_hardware()) {
     SCOPED_TRACE(id);
-    const bool has = std::filesystem::exists(measured_ceilings_path(id));
+    // A measured file may hold the interconnect alone (AMeasuredInterconnectAloneReplacesOnlyTheLink).
+    const bool has = std::filesystem::exists(measured_ceilings_path(id)) &&
+                     read_json_file(measured_ceilings_path(id)).contains("ceilings");
     EXPECT_EQ(load_hardware(id).ceilings_source, "datasheet");  // the default, for every GPU
     const Hardware h = load_hardware(id, CeilingsMode::automatic);
     EXPECT_EQ(h.ceilings_source != "datasheet", has);
@@ -160,7 +162,7 @@ TEST(Hardware, DefaultCeilingsCompareGpusOnTheSameFooting) {
   const Hardware measured = load_hardware("h100-sxm-80gb", "measured");
   EXPECT_NEAR(h200.matmul_peak(DType::bf16) / measured.matmul_peak(DType::bf16), 1.25, 0.05);
   EXPECT_DOUBLE_EQ(load_hardware("h100-sxm-80gb", "auto").matmul_peak(DType::bf16), measured.matmul_peak(DType::bf16));
-  EXPECT_EQ(load_hardware("h200-sxm", "auto").ceilings_source, "datasheet");  // no measured file: auto keeps the sheet
+  EXPECT_EQ(load_hardware("a100-sxm-80gb", "auto").ceilings_source, "datasheet");  // no measured file: auto keeps the sheet
   EXPECT_NE(error_of([] { load_hardware("h100-sxm-80gb", "guessed"); }).find("unknown ceilings 'guessed'"),
             std::string::npos);
 }
@@ -194,6 +196,20 @@ TEST(Hardware, AUsersHardwareFileIsNeverOverriddenByAShippedMeasurement) {
                 .find("not of h200-sxm"),
             std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+// The H200's measured file holds its interconnect alone (inferlab_collectives' alpha-beta fit on 2 x H200):
+// auto overlays it on the datasheet's figures, which otherwise stay; measured refuses (no measured ceilings).
+TEST(Hardware, AMeasuredInterconnectAloneReplacesOnlyTheLink) {
+  const Hardware sheet = load_hardware("h200-sxm"), autoh = load_hardware("h200-sxm", "auto");
+  EXPECT_EQ(sheet.interconnect_source, "datasheet");
+  EXPECT_NE(autoh.interconnect_source.find("h200-sxm.measured.json"), std::string::npos);
+  EXPECT_EQ(autoh.ceilings_source, "datasheet");
+  EXPECT_DOUBLE_EQ(autoh.memory_bandwidth, sheet.memory_bandwidth);
+  EXPECT_DOUBLE_EQ(autoh.matmul_peak(DType::bf16), sheet.matmul_peak(DType::bf16));
+  EXPECT_GT(autoh.nvlink_latency_s, 2 * sheet.nvlink_latency_s);  // measured 12.9 us a ring step vs the sheet's 2.5
+  EXPECT_LT(autoh.nvlink_bandwidth, sheet.nvlink_bandwidth);
+  EXPECT_NE(error_of([] { load_hardware("h200-sxm", "measured"); }).find("holds only the interconnect"), std::string::npos);
 }
 
 TEST(Hardware, DeviceNamesMapToHardware) {

@@ -62,6 +62,7 @@ struct Hardware {
   double nvlink_bandwidth = 0;  // bytes/s, bidirectional total per GPU; 0 when absent
   double pcie_bandwidth = 0;    // bytes/s, bidirectional total
   double nvlink_latency_s = 0;  // per step of a ring collective (alpha); 0 when absent
+  std::string interconnect_source = "datasheet";  // or the measured file that replaced the NVLink figures
   double pcie_latency_s = 0;
   double launch_overhead_s = 0; // per kernel launch, added to every op's roofline time
   PipeCeilings pipes;           // per-pipe ceilings, latencies and floors of the refined model
