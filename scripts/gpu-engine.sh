@@ -17,9 +17,8 @@ for a in "$@"; do
     *) out="$a" ;;
   esac
 done
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64"
-if [ -d .gpu/bin ]; then bin=.gpu/bin; export LD_LIBRARY_PATH="$PWD/.gpu/lib:$LD_LIBRARY_PATH"; else bin=build; fi
-dir="${out:-data/results/$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9]\+/-/g;s/-$//')}"
+. scripts/gpu-env.sh
+gpu_env "$out"
 mkdir -p "$dir/peers"
 status=0
 export PYTHONUNBUFFERED=1

@@ -17,13 +17,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-fs::path in_project(const std::string& given) {
-  const fs::path p(given);
-  std::error_code ec;
-  if (p.is_relative() && !fs::exists(p, ec) && fs::exists(project_root() / p, ec)) return project_root() / p;
-  return p;
-}
-
 void add_summary(Row& r, const std::string& prefix, const ServingSummary* s) {
   auto v = [&](double x) { return s ? num(x) : std::string(); };
   r.emplace_back(prefix + "throughput", v(s ? s->output_tokens_per_s : 0));
@@ -77,11 +70,7 @@ ServingEnginePoint plan_serving_engine(const Params& p) {
   sp.options.kv_gib = param_double(p, "kv_gib");
   if (!(sp.options.kv_gib > 0)) throw Error("parameter 'kv_gib' must be positive (the engine and the simulator share it)");
   ServingConfig& c = sp.config;
-  c.scheduler = parse_scheduler(p.at("scheduler"));
-  c.priority = parse_priority(p.at("priority"));
-  c.kv = parse_kv_layout(p.at("kv"));
-  c.admission = parse_admission(p.at("admission"));
-  c.block_size = param_int(p, "block_size");
+  read_scheduling(p, c);
   c.max_len = param_int(p, "max_len", 2);
   check_context(p, sp.model, c.max_len, "max_len");
   c.max_batch = param_int(p, "max_batch");

@@ -14,14 +14,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// A relative trace path is looked up from the current folder, then from the project root.
-fs::path trace_path(const std::string& given) {
-  const fs::path p(given);
-  std::error_code ec;
-  if (p.is_relative() && !fs::exists(p, ec) && fs::exists(project_root() / p, ec)) return project_root() / p;
-  return p;
-}
-
 void add_percentiles(Row& r, const std::string& what, const Percentiles& p) {
   r.emplace_back(what + "_mean_s", num(p.mean));
   r.emplace_back(what + "_p50_s", num(p.p50));
@@ -31,6 +23,14 @@ void add_percentiles(Row& r, const std::string& what, const Percentiles& p) {
 
 }  // namespace
 
+void read_scheduling(const Params& p, ServingConfig& c) {
+  c.scheduler = parse_scheduler(p.at("scheduler"));
+  c.priority = parse_priority(p.at("priority"));
+  c.kv = parse_kv_layout(p.at("kv"));
+  c.admission = parse_admission(p.at("admission"));
+  c.block_size = param_int(p, "block_size");
+}
+
 ServingPoint evaluate_serving_point(const Params& p) {
   ServingPoint sp;
   sp.model = load_model(p.at("model"));
@@ -38,11 +38,7 @@ ServingPoint evaluate_serving_point(const Params& p) {
   sp.precision = param_precision(p, sp.model);
   sp.tp = param_int(p, "tp");
   ServingConfig& c = sp.config;
-  c.scheduler = parse_scheduler(p.at("scheduler"));
-  c.priority = parse_priority(p.at("priority"));
-  c.kv = parse_kv_layout(p.at("kv"));
-  c.admission = parse_admission(p.at("admission"));
-  c.block_size = param_int(p, "block_size");
+  read_scheduling(p, c);
   c.max_len = param_int(p, "max_len", 0);
   if (c.max_len == 0) c.max_len = param_max_positions(p, sp.model);
   if (c.max_len < 2) throw Error(sp.model.name + " states no max positions: set parameter 'max_len'");
@@ -59,7 +55,7 @@ ServingPoint evaluate_serving_point(const Params& p) {
 
   const std::string& file = p.at("trace");
   if (file != "none") {
-    sp.trace = read_trace_csv(trace_path(file));
+    sp.trace = read_trace_csv(in_project(file));
     sp.trace_source = file;
   } else {
     TraceSpec ts;

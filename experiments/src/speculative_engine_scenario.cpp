@@ -18,15 +18,10 @@ namespace inferlab {
 namespace fs = std::filesystem;
 namespace {
 
-std::string in_project(const std::string& given) {
-  const fs::path p(given);
-  std::error_code ec;
-  if (p.is_relative() && !fs::exists(p, ec) && fs::exists(project_root() / p, ec)) return (project_root() / p).string();
-  return given;
-}
+std::string project_path(const std::string& given) { return in_project(given).string(); }
 
 ModelConfig sim_model(const std::string& weights, const std::string& name) {
-  return load_model(weights != "random" ? in_project(weights) : in_project(name));
+  return load_model(weights != "random" ? project_path(weights) : project_path(name));
 }
 
 }  // namespace
@@ -35,7 +30,7 @@ SpecEngineConfig spec_engine_config(const Params& p) {
   SpecEngineConfig c;
   c.model = p.at("model");
   c.weights = p.at("weights");
-  if (c.weights != "random") c.weights = in_project(c.weights);
+  if (c.weights != "random") c.weights = project_path(c.weights);
   c.drafter = p.at("drafter");
   if (c.drafter != "model" && c.drafter != "self" && c.drafter != "ngram")
     throw Error("parameter 'drafter': '" + c.drafter + "' is not model, self or ngram");
@@ -43,9 +38,9 @@ SpecEngineConfig spec_engine_config(const Params& p) {
   c.draft_weights = p.at("draft_weights");
   if (c.draft_weights == "auto") {  // a folder drafts with its own weights, a model name with random ones
     std::error_code ec;
-    c.draft_weights = c.draft != "none" && fs::is_directory(in_project(c.draft), ec) ? in_project(c.draft) : "random";
+    c.draft_weights = c.draft != "none" && fs::is_directory(project_path(c.draft), ec) ? project_path(c.draft) : "random";
   } else if (c.draft_weights != "random") {
-    c.draft_weights = in_project(c.draft_weights);
+    c.draft_weights = project_path(c.draft_weights);
   }
   if (p.at("draft_format") != "none") c.draft_format = parse_weight_format(p.at("draft_format"));
   c.gamma = param_int(p, "gamma", 1);
@@ -63,7 +58,7 @@ SpecEngineConfig spec_engine_config(const Params& p) {
   c.prompt_tokens = param_int(p, "prompt_tokens", 2);
   c.new_tokens = param_int(p, "new_tokens", 2);
   c.prompts = p.at("prompts");
-  if (c.prompts != "random") c.prompts = in_project(c.prompts);
+  if (c.prompts != "random") c.prompts = project_path(c.prompts);
   c.temperature = param_double(p, "temperature");
   c.seed = uint64_t(param_int(p, "seed", 0));
   c.ngram_min = param_int(p, "ngram_min", 1);

@@ -30,6 +30,13 @@ fs::path find_upwards(fs::path p) {
 
 }  // namespace
 
+fs::path in_project(const std::string& given) {
+  const fs::path p(given);
+  std::error_code ec;
+  if (p.is_relative() && !fs::exists(p, ec) && fs::exists(project_root() / p, ec)) return project_root() / p;
+  return p;
+}
+
 fs::path project_root() {
   static const fs::path root = [] {
     if (const char* env = std::getenv("INFERLAB_ROOT"); env && *env) {

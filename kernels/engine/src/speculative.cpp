@@ -316,11 +316,12 @@ GenerationResult speculative_generate(Engine& target, SpeculativeDrafter& drafte
     ++st.rounds;
     st.sequence_rounds += int64_t(B);
     // The next round's context must fit (a sequence far past new_tokens while another catches up).
-    for (std::size_t i = 0; i < B && !done(); ++i)
-      if (int64_t(texts[i].size()) + gamma + 1 > target.max_context() ||
-          (drafter.max_context() > 0 && int64_t(texts[i].size()) + gamma + 1 > drafter.max_context()))
-        throw Error("speculative: sequence " + std::to_string(i) + " reached the engines' context before every sequence "
-                    "had its " + std::to_string(new_tokens) + " tokens");
+    if (!done())
+      for (std::size_t i = 0; i < B; ++i)
+        if (int64_t(texts[i].size()) + gamma + 1 > target.max_context() ||
+            (drafter.max_context() > 0 && int64_t(texts[i].size()) + gamma + 1 > drafter.max_context()))
+          throw Error("speculative: sequence " + std::to_string(i) + " reached the engines' context before every "
+                      "sequence had its " + std::to_string(new_tokens) + " tokens");
   }
   r.decode_s = since(start);
   r.generated = st.emitted;

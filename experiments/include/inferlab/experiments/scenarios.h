@@ -144,6 +144,8 @@ struct ServingPoint {
   ServingResult result;
   ServingSummary summary;
 };
+// The scheduling parameters both serving scenarios take: scheduler, priority, kv, admission, block_size.
+void read_scheduling(const Params& p, ServingConfig& c);
 ServingPoint evaluate_serving_point(const Params& p);
 std::vector<Row> serving_rows(const ServingPoint& sp, double sample_every_s);
 

@@ -11,6 +11,9 @@ namespace inferlab {
 
 std::filesystem::path project_root();
 std::filesystem::path data_dir();  // project_root()/data
+// A path a spec or the CLI names (a trace, a model folder, a text): as given when it exists or is absolute,
+// else under the project root when it exists there (specs name files from the root), else as given.
+std::filesystem::path in_project(const std::string& given);
 
 // File stems under dir with the given extension, sorted ("llama-2-7b" for llama-2-7b.json);
 // names ending in `exclude_suffix` (e.g. ".measured") are left out.
