@@ -47,8 +47,8 @@ constexpr FamilyBound kBounds[] = {
     {"decode plain", 0.31,
      "MHA at batch 1, 4k-32k (32 CTAs, one per KV head, each a chain of dependent steps): the critical path charged "
      "at the measured FFMA-chain interval (4.59 cycles, the microbenchmark's loop included) over-predicts by up to 30%"},
-    {"decode split", 0.43,
-     "MQA split merges at 30-43% (the merge's L2 round trips: loaded latency); the paged GQA-4 1x1024 point once "
+    {"decode split", 0.44,
+     "MQA split merges at 30-44% (the merge's L2 round trips: loaded latency); the paged GQA-4 1x1024 point once "
      "measured at 29 us measures 10.4 us again (2026-11-24), as its contiguous twin"},
     {"naive prefill", 0.17, "softmax_rows at short rows: per-row latency under load (round trips at the loaded DRAM latency)"},
     {"linear bf16", 0.24, "cuBLAS at 1024x4096, m = 64: a library kernel's fixed cost (its grid is not declared)"},
