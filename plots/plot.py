@@ -38,7 +38,8 @@ PLOT.json is one entry of a spec's `plots:` list (experiments/*.yaml):
   stacked_bars: x (a column naming each bar, kept in row order), stack (columns stacked in each bar),
             labels (legend names of the stack, default the columns), ylabel, hline (a column holding a
             reference value, e.g. capacity_bytes, drawn dashed), annotate (a column printed above
-            each bar; *share / *fraction columns as percents). Rows with fits=false are hatched.
+            each bar; *share / *fraction columns as percents), marker (a column drawn as a diamond on
+            each bar, e.g. the measured total beside a predicted split). Rows with fits=false are hatched.
   heatmap:  x, y, z (a cell per (x, y), coloured and labelled by z), overlay (a column holding, for
             each y, an x value to mark: e.g. optimal_gamma), center (z value at the middle of a
             diverging colour map, e.g. 1 for speedups).
@@ -502,6 +503,13 @@ def stacked_bars(rows, plot):
             for j, (val, h) in enumerate(zip(vals, hatch)):
                 ax.bar(j, val, bottom=bottom[j], color=COLORS[i % len(COLORS)], width=0.72, hatch=h, edgecolor="white")
             bottom = [b + v for b, v in zip(bottom, vals)]
+        mark = plot.get("marker")
+        if mark:
+            for j, v in enumerate(xs):
+                val = number(by_x[v].get(mark))
+                if val is not None:
+                    ax.scatter([j], [val * scale], marker="D", s=28, color="black", zorder=5)
+                    bottom[j] = max(bottom[j], val * scale)
         ref = plot.get("hline")
         if ref:
             for j, (v, lab) in enumerate(sorted({(number(r.get(ref)), r.get(ref.replace("_bytes", "_label"), ""))
@@ -526,6 +534,8 @@ def stacked_bars(rows, plot):
         ax.grid(True, axis="y", alpha=0.25)
     handles = [matplotlib.patches.Patch(color=COLORS[i % len(COLORS)], label=textwrap.fill(lab, 24))
                for i, lab in enumerate(labels)]
+    if plot.get("marker"):
+        handles.append(plt.Line2D([], [], color="black", marker="D", ls="", label=display(plot["marker"])[1]))
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False,
                title=textwrap.fill(f"above the bars: {display(ann)[1]}", 30) if ann else None, title_fontsize=7)
     if any(r.get("fits") == "false" for r in rows):

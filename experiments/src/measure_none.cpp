@@ -2,6 +2,7 @@
 #include "inferlab/experiments/evaluate.h"
 #include "inferlab/experiments/generate.h"
 #include "inferlab/experiments/serve_engine.h"
+#include "inferlab/experiments/parallel_engine.h"
 #include "inferlab/experiments/speculative_engine.h"
 #include "inferlab/sim/error.h"
 #include "measurers.h"
@@ -35,6 +36,12 @@ EngineKvGeometry engine_kv_geometry(const ServingConfig&, const EngineServeOptio
 StepTimingTable calibrate_engine(const ServingConfig&, const EngineServeOptions&, const std::vector<int64_t>&,
                                  const std::vector<int64_t>&, int64_t, int64_t, int) {
   no_engine();
+}
+
+std::function<void(const Params&)> parallel_engine_preflight() { return {}; }
+std::function<void(const Params&, std::vector<Row>&)> parallel_engine_measure() { return {}; }
+ParallelEngineMeasurement measure_parallel_engine(const ParallelEngineConfig&) {
+  throw Error("the parallel engine needs a CUDA build and GPUs (this binary was built without CUDA)");
 }
 
 std::function<void(const Params&)> speculative_engine_preflight() { return {}; }

@@ -32,6 +32,8 @@ std::function<void(const Params&)> engine_preflight();
 std::function<void(const Params&, std::vector<Row>&)> engine_measure();
 std::function<void(const Params&)> eval_preflight();
 std::function<void(const Params&, std::vector<Row>&)> eval_measure();
+std::function<void(const Params&)> parallel_engine_preflight();
+std::function<void(const Params&, std::vector<Row>&)> parallel_engine_measure();
 std::function<void(const Params&)> speculative_engine_preflight();
 std::function<void(const Params&, std::vector<Row>&)> speculative_engine_measure();
 

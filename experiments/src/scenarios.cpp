@@ -1,4 +1,5 @@
 #include "inferlab/experiments/scenarios.h"
+#include "inferlab/experiments/parallel_engine.h"
 #include "inferlab/experiments/speculative_engine.h"
 
 #include <algorithm>
@@ -798,6 +799,27 @@ const std::vector<Scenario>& scenarios() {
        [](const Params& p) { return speculative_engine_rows(spec_engine_config(p), std::nullopt); },
        speculative_engine_preflight(),
        speculative_engine_measure(),
+       true},
+      {"parallel_engine",
+       "one step of the GPU engine sharded over tp x pp GPUs (Megatron-LM's layout, NCCL), measured beside "
+       "sim/parallel's prediction with the hardware file's alpha-beta",
+       {{"model", "llama-2-13b", "model name or config (random weights, bf16)"},
+        {"tp", "1", "tensor-parallel degree"},
+        {"pp", "1", "pipeline stages"},
+        {"microbatches", "pp", "micro-batches a step's batch is cut into (pp: one per stage)"},
+        {"phase", "decode", "decode (one token per sequence) or prefill (whole prompts of `context` tokens)"},
+        {"batch", "1", "sequences of the step"},
+        {"context", "1024", "decode: tokens each sequence holds at the last timed step; prefill: prompt tokens"},
+        {"warmup", "3", "untimed steps first (graphs captured)"},
+        {"repeats", "20", "timed steps (median)"},
+        {"graphs", "true", "CUDA graphs for decode steps"},
+        {"communicator", "nccl", "nccl (a GPU per rank) or local (threads, host-synchronized: tests on one GPU)"},
+        {"seed", "1", "random weights and tokens"},
+        {"hardware", "h200-sxm", "hardware to predict for; measuring over NCCL needs this GPU"},
+        {"ceilings", "auto", kCeilingsHelp}},
+       [](const Params& p) { return parallel_engine_rows(parallel_engine_config(p), std::nullopt); },
+       parallel_engine_preflight(),
+       parallel_engine_measure(),
        true},
       {"speculative",
        "speculative decoding: expected tokens per pass, speedup (cost model and closed form), optimal draft length",

@@ -122,6 +122,12 @@ double collective_time(Collective c, double bytes, int64_t ranks, const Link& li
 
 ParallelPrediction predict_parallel(const ModelConfig& m, const Batch& mb, const OpOptions& o, const Hardware& hw,
                                     const Parallelism& par) {
+  return predict_parallel(m, mb, o, hw, par,
+                          [&](const ModelConfig& sm, const Batch& b) { return batch_ops(sm, b, o); });
+}
+
+ParallelPrediction predict_parallel(const ModelConfig& m, const Batch& mb, const OpOptions& o, const Hardware& hw,
+                                    const Parallelism& par, const StageOps& stage_ops) {
   check_parallelism(m, par);
   ParallelPrediction r;
   r.par = par;
@@ -134,7 +140,7 @@ ParallelPrediction predict_parallel(const ModelConfig& m, const Batch& mb, const
     const ModelConfig sm = stage_model(m, par, s);
     st.layers = sm.layers;
     std::vector<Op> ops;
-    for (Op& op : batch_ops(sm, mb, o))
+    for (Op& op : stage_ops(sm, mb))
       if (on_stage(op, s, par.pp)) ops.push_back(std::move(op));
     st.compute = predict_step(ops, hw);
     if (par.tp > 1) {

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "inferlab/kernels/engine/engine.h"
 #include "inferlab/kernels/engine/reference.h"
@@ -459,6 +460,123 @@ TEST(EngineGpu, SpeculativeRefusesBadInput) {
   EXPECT_NE(error_of([&] { speculative_generate(target, *ng, prompts, 1020, 4, SamplingParams{}); }).find("needs a context of"),
             std::string::npos);
   EXPECT_EQ(target.kv().allocator().free_blocks(), target.kv().allocator().num_blocks());
+}
+
+// ---------------------------------------------------------------- the sharded engine (EngineParallel)
+// Every layout of tensor x pipeline parallelism, ranks as threads on this GPU with host-synchronized
+// collectives (communicator.h local_group): the last stage's logits of a prefill and of the decode steps
+// after it against the CPU reference of the whole model, to the same derived tolerance as the whole engine
+// (the partial sums of o_proj and down_proj are rounded to bf16 before the all-reduce sums them: the
+// bf16 emulation's error, not a new one), for random weights cut on the device (RandomSource), perturbed
+// host weights (norms, biases), a tied lm_head (Qwen2: the last stage holds the embedding too) and
+// replicated KV heads (tp 4 > 2 KV heads). Micro-batches: the two sequences prefilled in separate steps.
+struct ShardedRun {
+  std::vector<float> prefill_a, prefill_b, decode;  // the last stage's first rank
+  std::vector<int> empty_tokens;                    // per rank: 1 when its decode output had no tokens
+};
+
+ShardedRun run_sharded(const EngineModel& em, EngineOptions o, int64_t tp, int64_t pp, const std::vector<int32_t>& a,
+                       const std::vector<int32_t>& b, const std::vector<std::pair<int32_t, int32_t>>& decode) {
+  const int n = int(tp * pp);
+  std::vector<std::vector<std::unique_ptr<Communicator>>> tp_groups, pp_groups;
+  for (int64_t s = 0; s < pp; ++s) tp_groups.push_back(local_group(int(tp)));
+  for (int64_t t = 0; t < tp; ++t) pp_groups.push_back(local_group(int(pp)));
+  ShardedRun out;
+  out.empty_tokens.assign(std::size_t(n), 0);
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        const int64_t stage = r / tp, t = r % tp;
+        EngineOptions ro = o;
+        ro.parallel.shard = WeightShard{tp, t, pp, stage};
+        ro.parallel.tp = tp > 1 ? tp_groups[std::size_t(stage)][std::size_t(t)].get() : nullptr;
+        ro.parallel.pp = pp > 1 ? pp_groups[std::size_t(t)][std::size_t(stage)].get() : nullptr;
+        Engine e(em, ro);
+        const std::vector<float> la = prefill_logits(e, 1, a), lb = prefill_logits(e, 2, b);
+        std::vector<float> dec;
+        bool no_tokens = false;
+        for (const auto& [ta, tb] : decode) {
+          SequenceInput sa, sb;
+          sa.slot = 1, sa.tokens = {ta};
+          sb.slot = 2, sb.tokens = {tb};
+          const StepOutput so = e.step({sa, sb}, true);
+          dec.insert(dec.end(), so.logits.begin(), so.logits.end());
+          no_tokens = no_tokens || so.tokens[0].empty();
+        }
+        out.empty_tokens[std::size_t(r)] = no_tokens;
+        if (stage == pp - 1 && t == 0) out.prefill_a = la, out.prefill_b = lb, out.decode = dec;
+      } catch (const std::exception& ex) {
+        errors[std::size_t(r)] = ex.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[std::size_t(r)], "") << "rank " << r;
+  return out;
+}
+
+TEST(EngineGpu, ShardedEngineMatchesTheReferenceInEveryLayout) {
+  REQUIRE_GPU();
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 21};
+  struct Case {
+    const char* type;
+    bool perturb;
+    int64_t tp, pp;
+  };
+  for (const Case& c : {Case{"llama", false, 2, 1}, Case{"llama", true, 4, 1}, Case{"llama", false, 1, 2},
+                        Case{"llama", true, 1, 3}, Case{"llama", true, 2, 2}, Case{"qwen2", true, 2, 2},
+                        Case{"qwen2", false, 4, 1}}) {
+    SCOPED_TRACE(std::string(c.type) + (c.perturb ? " perturbed" : " random") + " tp " + std::to_string(c.tp) + " pp " +
+                 std::to_string(c.pp));
+    const EngineModel em = tiny(c.type);
+    EngineOptions o = tiny_options(rng.next());
+    o.perturb = c.perturb;
+    o.kv_blocks = 100;
+    const auto a = random_tokens(rng, 50 + int64_t(rng.next() % 100), em.model.vocab);
+    const auto b = random_tokens(rng, 30 + int64_t(rng.next() % 60), em.model.vocab);
+    std::vector<std::pair<int32_t, int32_t>> dec;
+    for (int i = 0; i < 3; ++i) dec.push_back({int32_t(rng.next() % 600), int32_t(rng.next() % 600)});
+    HostWeights w;
+    {
+      Engine whole(em, o);
+      w = whole.download_weights();
+    }
+    std::vector<int32_t> fa = a, fb = b;
+    for (auto [x, y] : dec) fa.push_back(x), fb.push_back(y);
+    const Tolerance ta = reference(em, w, fa), tb = reference(em, w, fb);
+    const ShardedRun got = run_sharded(em, o, c.tp, c.pp, a, b, dec);
+    const std::size_t V = 600;
+    ASSERT_EQ(got.prefill_a.size(), a.size() * V);
+    ASSERT_EQ(got.prefill_b.size(), b.size() * V);
+    ASSERT_EQ(got.decode.size(), dec.size() * 2 * V);
+    EXPECT_LE(max_diff(got.prefill_a, ta.ref), ta.tol);
+    EXPECT_LE(max_diff(got.prefill_b, tb.ref), tb.tol);
+    double worst = 0;
+    for (std::size_t i = 0; i < dec.size(); ++i) {
+      const std::vector<float> ra(got.decode.begin() + long(2 * i * V), got.decode.begin() + long((2 * i + 1) * V));
+      const std::vector<float> rb(got.decode.begin() + long((2 * i + 1) * V), got.decode.begin() + long((2 * i + 2) * V));
+      worst = std::max(worst, max_diff(ra, ta.ref, (a.size() + i) * V) / ta.tol);
+      worst = std::max(worst, max_diff(rb, tb.ref, (b.size() + i) * V) / tb.tol);
+    }
+    EXPECT_LE(worst, 1.0) << "decode logits over the tolerance";
+    for (int64_t r = 0; r < c.tp * c.pp; ++r)  // tokens from the last stage only
+      EXPECT_EQ(got.empty_tokens[std::size_t(r)], r / c.tp == c.pp - 1 ? 0 : 1) << "rank " << r;
+  }
+}
+
+TEST(EngineGpu, ShardedEngineRefusesAMissingOrMismatchedCommunicator) {
+  REQUIRE_GPU();
+  const EngineModel em = tiny("llama");
+  EngineOptions o = tiny_options(3);
+  o.parallel.shard = WeightShard{2, 0, 1, 0};
+  EXPECT_NE(error_of([&] { Engine e(em, o); }).find("tensor-parallel degree 2 needs a communicator"), std::string::npos);
+  auto group = local_group(2);
+  o.parallel.tp = group[1].get();
+  EXPECT_NE(error_of([&] { Engine e(em, o); }).find("the tensor-parallel communicator has rank 1 of 2, the shard says 0 of 2"),
+            std::string::npos);
+  o.parallel.shard = WeightShard{3, 0, 1, 0};
+  EXPECT_NE(error_of([&] { Engine e(em, o); }).find("does not divide the 4 attention heads"), std::string::npos);
 }
 
 }  // namespace

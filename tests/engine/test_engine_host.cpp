@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "inferlab/kernels/engine/arch.h"
 #include "inferlab/kernels/engine/reference.h"
@@ -268,6 +269,107 @@ TEST(EngineReference, CausalAndCloseToItsBf16Emulation) {
     EXPECT_GT(max_diff, 0.0) << type;
     EXPECT_LT(max_diff, 0.05 * max_abs) << type;
   }
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// Sharding (weights.h WeightShard): every shard's tensors put back together give the whole checkpoint
+// exactly — q/k/v/gate/up rows and o/down columns side by side over the ranks, a replicated KV head the
+// same on every rank holding it, the vocabulary slices with zero padding — and each shard's shapes are
+// its config's (shard_host_weights checks them against weight_specs(shard_config)).
+TEST(EngineSharding, ShardsPutBackTogetherGiveTheWholeCheckpoint) {
+  for (const char* type : {"llama", "qwen2"}) {
+    nlohmann::json j = tiny_config(type);
+    j["vocab_size"] = 301;  // not a multiple of tp: the last slice is padded
+    j["num_hidden_layers"] = 3;
+    const EngineModel em = engine_model(j);
+    const ModelConfig& m = em.model;
+    const HostWeights full = random_host_weights(m, em.arch, 7, true);
+    for (int64_t tp : {1, 2, 4})
+      for (int64_t pp : {1, 2, 3}) {
+        SCOPED_TRACE(std::string(type) + " tp " + std::to_string(tp) + " pp " + std::to_string(pp));
+        std::map<std::string, std::vector<float>> rebuilt;
+        std::map<std::string, int> holders;
+        for (int64_t stage = 0; stage < pp; ++stage)
+          for (int64_t r = 0; r < tp; ++r) {
+            const WeightShard s{tp, r, pp, stage};
+            const ModelConfig sc = shard_config(m, s);
+            EXPECT_EQ(sc.heads, m.heads / tp);
+            EXPECT_EQ(sc.kv_heads, std::max<int64_t>(1, m.kv_heads / tp));
+            EXPECT_EQ(sc.intermediate, m.intermediate / tp);
+            EXPECT_EQ(sc.vocab, (m.vocab + tp - 1) / tp);
+            const HostWeights part = shard_host_weights(full, m, em.arch, s);
+            for (const auto& [local, values] : part) {
+              const std::string name = full_tensor_name(local, m, s);
+              const std::vector<float>& whole = full.at(name);
+              ++holders[name];
+              auto ends = [&](const std::string& x) {
+                return name.size() >= x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
+              };
+              auto& out = rebuilt[name];
+              if (out.empty()) out.assign(whole.size(), NAN);
+              const bool kv = ends("k_proj.weight") || ends("v_proj.weight") || ends("k_proj.bias") || ends("v_proj.bias");
+              const bool rows = ends("q_proj.weight") || ends("q_proj.bias") || kv || ends("gate_proj.weight") ||
+                                ends("up_proj.weight") || name == "model.embed_tokens.weight" || name == "lm_head.weight";
+              const bool columns = ends("o_proj.weight") || ends("down_proj.weight");
+              if (tp == 1 || (!rows && !columns)) {  // whole: norms (replicated), or no tensor parallelism
+                ASSERT_EQ(values, whole) << name;
+                out = values;
+                continue;
+              }
+              const int64_t width = ends(".bias") ? 1 : sc.hidden;  // columns of a row-sliced tensor
+              if (rows) {
+                const int64_t held_rows = int64_t(values.size()) / width;
+                int64_t first = r * held_rows;
+                if (kv && tp > m.kv_heads) first = r / (tp / m.kv_heads) * held_rows;  // replicated KV head
+                for (int64_t i = 0; i < held_rows; ++i)
+                  for (int64_t c = 0; c < width; ++c) {
+                    const float v = values[std::size_t(i * width + c)];
+                    const int64_t at = (first + i) * width + c;
+                    if (at >= int64_t(whole.size())) {
+                      ASSERT_EQ(v, 0.f) << name << ": padding row";
+                      continue;
+                    }
+                    float& slot = out[std::size_t(at)];
+                    if (!std::isnan(slot)) ASSERT_EQ(slot, v) << name << ": a replicated KV head differs";
+                    slot = v;
+                  }
+              } else {
+                const int64_t held_cols = int64_t(values.size()) / m.hidden;
+                const int64_t whole_cols = int64_t(whole.size()) / m.hidden;
+                for (int64_t i = 0; i < m.hidden; ++i)
+                  for (int64_t c = 0; c < held_cols; ++c)
+                    out[std::size_t(i * whole_cols + r * held_cols + c)] = values[std::size_t(i * held_cols + c)];
+              }
+            }
+          }
+        for (const auto& [name, whole] : full) {
+          ASSERT_TRUE(rebuilt.count(name)) << name << " is held by no shard";
+          for (std::size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(rebuilt[name][i], whole[i]) << name << " element " << i;
+        }
+        // Layers on one stage only; the embedding on the first stage (the lm_head is untied here), norms of a
+        // layer on every rank of its stage.
+        EXPECT_EQ(holders.at("model.embed_tokens.weight"), tp);
+        EXPECT_EQ(holders.at("lm_head.weight"), tp);
+        EXPECT_EQ(holders.at("model.layers.0.input_layernorm.weight"), tp);
+      }
+  }
+}
+
+TEST(EngineSharding, RefusesShardsThatDoNotDivideTheModel) {
+  const EngineModel em = engine_model(tiny_config());  // 4 heads, 2 KV heads, width 256, 2 layers
+  EXPECT_NE(error_of([&] { shard_config(em.model, WeightShard{3, 0, 1, 0}); }).find("does not divide the 4 attention heads"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { shard_config(em.model, WeightShard{1, 0, 3, 0}); }).find("exceeds the 2 layers"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { shard_config(em.model, WeightShard{2, 2, 1, 0}); }).find("tensor-parallel rank 2 outside 0..1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { shard_config(em.model, WeightShard{1, 0, 2, -1}); }).find("pipeline stage -1 outside 0..1"),
+            std::string::npos);
 }
 
 }  // namespace

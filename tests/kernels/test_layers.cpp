@@ -161,21 +161,24 @@ TEST(LayersValidation, LaunchersNameTheProblem) {
 
 // ---------------------------------------------------------------- embedding
 template <DType DT>
-void run_embedding(int64_t tokens, int64_t hidden, int64_t vocab, int shift, std::mt19937_64& rng) {
+void run_embedding(int64_t tokens, int64_t hidden, int64_t vocab, int shift, std::mt19937_64& rng, int32_t first_id = 0) {
   SCOPED_TRACE(dtype_name(DT) + " tokens " + std::to_string(tokens) + " hidden " + std::to_string(hidden) + " vocab " +
-               std::to_string(vocab) + " shift " + std::to_string(shift));
+               std::to_string(vocab) + " shift " + std::to_string(shift) + " first id " + std::to_string(first_id));
   using Tr = DTypeTraits<DT>;
   auto table = Data<DT>::normal(std::size_t(vocab * hidden), rng);
-  std::uniform_int_distribution<int32_t> id(-3, int32_t(vocab) + 2);  // some ids outside the table
+  // some ids outside the table (below and above the slice [first_id, first_id + vocab))
+  std::uniform_int_distribution<int32_t> id(first_id - 3, first_id + int32_t(vocab) + 2);
   std::vector<int32_t> ids(static_cast<std::size_t>(tokens));
   for (auto& i : ids) i = id(rng);
-  ids[0] = int32_t(vocab) - 1;
+  ids[0] = first_id + int32_t(vocab) - 1;
+  std::vector<int32_t> local(ids);
+  for (auto& i : local) i -= first_id;
   std::vector<float> ref(std::size_t(tokens * hidden));
-  embedding_reference(tokens, hidden, vocab, ids.data(), table.f.data(), ref.data());
+  embedding_reference(tokens, hidden, vocab, local.data(), table.f.data(), ref.data());
   Shifted<typename Tr::type> dt(table.raw, shift, Tr::nan());
   Shifted<typename Tr::type> dout(std::vector<typename Tr::type>(std::size_t(tokens * hidden), Tr::nan()), shift, Tr::nan());
   DeviceBuffer<int32_t> dids(ids);
-  embedding(EmbeddingParams{DT, tokens, hidden, vocab, dids.get(), dt.get(), dout.get()}, nullptr);
+  embedding(EmbeddingParams{DT, tokens, hidden, vocab, dids.get(), dt.get(), dout.get(), first_id}, nullptr);
   INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
   const auto out = floats(dout.download());
   for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], ref[i]) << "element " << i;
@@ -187,6 +190,7 @@ TEST(LayersGpu, EmbeddingGathersRowsExactly) {
   run_embedding<DType::bf16>(1, 4096, 100, 0, rng);
   run_embedding<DType::fp16>(37, 4096, 50, 0, rng);
   run_embedding<DType::bf16>(5, 4096, 20, 1, rng);  // misaligned: element-wise path
+  run_embedding<DType::bf16>(64, 256, 150, 0, rng, 450);  // a vocabulary-parallel slice (ids 450 .. 599)
   std::uniform_int_distribution<int64_t> hid(1, 3000), tok(1, 300);
   for (int trial = 0; trial < 6; ++trial) {
     run_embedding<DType::bf16>(tok(rng), hid(rng) | 1, 61, 0, rng);

@@ -140,26 +140,57 @@ DeviceBuffer<T> device_of(const std::vector<T>& v) {
   return v.empty() ? DeviceBuffer<T>() : DeviceBuffer<T>(v);
 }
 
-// A stacked linear weight (q|k|v or gate|up, or a single matrix) from its parts' specs.
-LinearWeight make_linear(Source& src, const std::vector<std::pair<std::size_t, const WeightSpec*>>& parts,
-                         std::optional<WeightFormat> format, cudaStream_t st) {
+// One tensor a device holds: its index in the full model's list (the random seeds), its full spec and
+// the part of it held (weights.h shard_slice).
+struct Held {
+  std::size_t index = 0;
+  const WeightSpec* spec = nullptr;
+  TensorSlice slice;
+};
+
+// The held part's bf16 bits into dst (slice.elements() values): the whole tensor goes up first and the
+// part is cut on the device (a row range, or a column range by a strided copy); padding rows are zero.
+void held_to_device(Source& src, const Held& h, uint16_t* dst, cudaStream_t st) {
+  const TensorSlice& t = h.slice;
+  if (t.cut == TensorSlice::Cut::whole) {
+    src.bf16_to_device(h.index, *h.spec, dst, st);
+    return;
+  }
+  DeviceBuffer<uint16_t> full(std::size_t(h.spec->elements()));
+  src.bf16_to_device(h.index, *h.spec, full.get(), st);
+  const int64_t cols = h.spec->shape.size() > 1 ? h.spec->shape[1] : 1;
+  if (t.cut == TensorSlice::Cut::rows) {
+    INFERLAB_CUDA_CHECK(cudaMemsetAsync(dst, 0, std::size_t(t.elements()) * 2, st));
+    INFERLAB_CUDA_CHECK(cudaMemcpyAsync(dst, full.get() + t.offset * cols, std::size_t(t.count * cols) * 2,
+                                        cudaMemcpyDeviceToDevice, st));
+  } else {
+    INFERLAB_CUDA_CHECK(cudaMemcpy2DAsync(dst, std::size_t(t.count) * 2, full.get() + t.offset, std::size_t(cols) * 2,
+                                          std::size_t(t.count) * 2, std::size_t(h.spec->shape[0]),
+                                          cudaMemcpyDeviceToDevice, st));
+  }
+  INFERLAB_CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+// A stacked linear weight (q|k|v or gate|up, or a single matrix) from its parts' held slices.
+LinearWeight make_linear(Source& src, const std::vector<Held>& parts, std::optional<WeightFormat> format, cudaStream_t st) {
   LinearWeight lw;
-  lw.k = parts[0].second->shape[1];
-  for (const auto& p : parts) lw.n += p.second->shape[0];
+  lw.k = parts[0].slice.shape[1];
+  for (const auto& p : parts) lw.n += p.slice.shape[0];
   lw.format = format.value_or(WeightFormat::bf16);
   if (lw.format == WeightFormat::bf16) {
     lw.values = DeviceBuffer<uint8_t>(std::size_t(lw.n * lw.k * 2));
     auto* dst = reinterpret_cast<uint16_t*>(lw.values.get());
     for (const auto& p : parts) {
-      src.bf16_to_device(p.first, *p.second, dst, st);
-      dst += p.second->elements();
+      held_to_device(src, p, dst, st);
+      dst += p.slice.elements();
     }
     return lw;
   }
   std::vector<float> all, part;
   all.reserve(std::size_t(lw.n * lw.k));
   for (const auto& p : parts) {
-    src.floats(p.first, *p.second, part);
+    src.floats(p.index, *p.spec, part);
+    part = slice_values(part, *p.spec, p.slice);
     for (float& v : part) v = round_bf16(v);  // the bf16 checkpoint's values are what gets quantized
     all.insert(all.end(), part.begin(), part.end());
   }
@@ -170,19 +201,22 @@ LinearWeight make_linear(Source& src, const std::vector<std::pair<std::size_t, c
   return lw;
 }
 
-DeviceBuffer<uint16_t> make_vector(Source& src, std::size_t index, const WeightSpec& s, cudaStream_t st) {
-  DeviceBuffer<uint16_t> b(std::size_t(s.elements()));
-  src.bf16_to_device(index, s, b.get(), st);
+DeviceBuffer<uint16_t> make_vector(Source& src, const Held& h, cudaStream_t st) {
+  DeviceBuffer<uint16_t> b(std::size_t(h.slice.elements()));
+  held_to_device(src, h, b.get(), st);
   return b;
 }
 
 }  // namespace
 
-std::size_t planned_weight_bytes(const ModelConfig& m, const ArchConfig& a, std::optional<WeightFormat> f) {
+std::size_t planned_weight_bytes(const ModelConfig& m, const ArchConfig& a, std::optional<WeightFormat> f, bool embedding,
+                                 bool head) {
   double bytes = 0;
   const WeightFormat lf = f.value_or(WeightFormat::bf16);
   for (const auto& s : weight_specs(m, a)) {
     if (s.kind == WeightKind::linear) continue;
+    if (s.kind == WeightKind::embedding && !embedding) continue;
+    if ((s.kind == WeightKind::lm_head || s.name == "model.norm.weight") && !head) continue;
     bytes += 2.0 * double(s.elements());
   }
   const double q = double(m.q_dim()), kv = double(m.kv_dim());
@@ -216,39 +250,50 @@ DeviceWeights load_device_weights(const EngineModel& em, const EngineOptions& o,
     if (f != WeightFormat::int4 && f != WeightFormat::int8 && f != WeightFormat::sparse24)
       throw Error("engine: weight format " + weight_format_name(f) +
                   " is not run by the engine (bf16, int8, int4, sparse24: fp8 would need fp8 activations)");
-    for (int64_t k : {m.hidden, m.q_dim(), m.intermediate})
+    const ModelConfig held_model = shard_config(m, o.parallel.shard);
+    for (int64_t k : {held_model.hidden, held_model.q_dim(), held_model.intermediate})
       if (k % 128 != 0)
         throw Error("engine: weight format " + weight_format_name(f) + " needs every linear layer's input width to be a " +
-                    "multiple of 128 (the weight-only kernels' k tile); this model has " + std::to_string(k));
+                    "multiple of 128 (the weight-only kernels' k tile); this model (or its shard) has " + std::to_string(k));
   }
+  const WeightShard& shard = o.parallel.shard;
+  const ModelConfig local = shard_config(m, shard);
+  const int64_t first_layer = shard_first_layer(m, shard);
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
-  auto spec = [&](const std::string& name) { return std::make_pair(index.at(name), &specs[index.at(name)]); };
+  auto held = [&](const std::string& name) {
+    const std::size_t i = index.at(name);
+    const std::optional<TensorSlice> t = shard_slice(specs[i], m, shard);
+    if (!t) throw Error("engine: the shard does not hold '" + name + "'");  // callers ask only for held tensors
+    return Held{i, &specs[i], *t};
+  };
   DeviceWeights w;
-  w.embed = make_vector(*src, index.at("model.embed_tokens.weight"), specs[index.at("model.embed_tokens.weight")], st);
-  w.final_norm = make_vector(*src, index.at("model.norm.weight"), specs[index.at("model.norm.weight")], st);
-  if (!m.tied_embeddings) w.lm_head = make_vector(*src, index.at("lm_head.weight"), specs[index.at("lm_head.weight")], st);
-  for (int l = 0; l < int(m.layers); ++l) {
+  const bool embedding = shard.first() || (m.tied_embeddings && shard.last());
+  if (embedding) w.embed = make_vector(*src, held("model.embed_tokens.weight"), st);
+  if (shard.last()) {
+    w.final_norm = make_vector(*src, held("model.norm.weight"), st);
+    if (!m.tied_embeddings) w.lm_head = make_vector(*src, held("lm_head.weight"), st);
+  }
+  for (int64_t l = first_layer; l < first_layer + local.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights lw;
-    lw.attn_norm = make_vector(*src, index.at(p + "input_layernorm.weight"), *spec(p + "input_layernorm.weight").second, st);
-    lw.ffn_norm = make_vector(*src, index.at(p + "post_attention_layernorm.weight"),
-                              *spec(p + "post_attention_layernorm.weight").second, st);
+    lw.attn_norm = make_vector(*src, held(p + "input_layernorm.weight"), st);
+    lw.ffn_norm = make_vector(*src, held(p + "post_attention_layernorm.weight"), st);
     if (em.arch.qkv_bias) {
-      lw.qkv_bias = DeviceBuffer<uint16_t>(std::size_t(m.q_dim() + 2 * m.kv_dim()));
+      lw.qkv_bias = DeviceBuffer<uint16_t>(std::size_t(local.q_dim() + 2 * local.kv_dim()));
       uint16_t* dst = lw.qkv_bias.get();
       for (const char* b : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) {
-        const auto sp = spec(p + "self_attn." + b);
-        src->bf16_to_device(sp.first, *sp.second, dst, st);
-        dst += sp.second->elements();
+        const Held h = held(p + "self_attn." + b);
+        held_to_device(*src, h, dst, st);
+        dst += h.slice.elements();
       }
     }
-    lw.qkv = make_linear(*src, {spec(p + "self_attn.q_proj.weight"), spec(p + "self_attn.k_proj.weight"),
-                                spec(p + "self_attn.v_proj.weight")},
+    lw.qkv = make_linear(*src, {held(p + "self_attn.q_proj.weight"), held(p + "self_attn.k_proj.weight"),
+                                held(p + "self_attn.v_proj.weight")},
                          o.weight_format, st);
-    lw.o = make_linear(*src, {spec(p + "self_attn.o_proj.weight")}, o.weight_format, st);
-    lw.gate_up = make_linear(*src, {spec(p + "mlp.gate_proj.weight"), spec(p + "mlp.up_proj.weight")}, o.weight_format, st);
-    lw.down = make_linear(*src, {spec(p + "mlp.down_proj.weight")}, o.weight_format, st);
+    lw.o = make_linear(*src, {held(p + "self_attn.o_proj.weight")}, o.weight_format, st);
+    lw.gate_up = make_linear(*src, {held(p + "mlp.gate_proj.weight"), held(p + "mlp.up_proj.weight")}, o.weight_format, st);
+    lw.down = make_linear(*src, {held(p + "mlp.down_proj.weight")}, o.weight_format, st);
     w.layers.push_back(std::move(lw));
   }
   INFERLAB_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -288,7 +333,10 @@ void unstack(HostWeights& out, const std::vector<float>& all, int64_t k, const s
 }
 }  // namespace
 
-HostWeights download_device_weights(const EngineModel& em, const DeviceWeights& w) {
+HostWeights download_device_weights(const EngineModel& em, const EngineOptions& o, const DeviceWeights& w) {
+  if (!o.parallel.shard.whole())
+    throw Error("engine: download_weights of a sharded engine (it holds a slice of " + em.model.name +
+                "; weights.h shard_host_weights gives the same slice of host weights)");
   const ModelConfig& m = em.model;
   HostWeights out;
   out["model.embed_tokens.weight"] = bf16_floats(w.embed.get(), w.embed.size());

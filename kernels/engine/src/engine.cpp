@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <tuple>
 
 #include "engine_impl.h"
 #include "inferlab/kernels/attention/decode.h"
@@ -12,6 +13,7 @@
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/cublas.h"
 #include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/kernels/gemm/quant.h"
 #include "inferlab/kernels/layers/layers.h"
 #include "inferlab/sim/engine_step.h"
 #include "inferlab/sim/error.h"
@@ -73,7 +75,21 @@ Engine::Engine(const EngineModel& model, const EngineOptions& options) : impl_(s
   Impl& e = *impl_;
   e.em = model;
   e.opt = options;
-  const ModelConfig& m = e.em.model;
+  const EngineParallel& par = e.opt.parallel;
+  e.local = shard_config(e.em.model, par.shard);  // checks the degrees and ranks against the model
+  e.first_token = shard_first_token(e.em.model, par.shard);
+  for (const auto& [comm, size, rank, what] :
+       {std::tuple{par.tp, par.shard.tp, par.shard.tp_rank, "tensor-parallel"},
+        std::tuple{par.pp, par.shard.pp, par.shard.stage, "pipeline"}}) {
+    if (size == 1) continue;
+    if (!comm) throw Error(std::string("engine: ") + what + " degree " + std::to_string(size) + " needs a communicator");
+    if (comm->size() != size || comm->rank() != rank)
+      throw Error(std::string("engine: the ") + what + " communicator has rank " + std::to_string(comm->rank()) + " of " +
+                  std::to_string(comm->size()) + ", the shard says " + std::to_string(rank) + " of " + std::to_string(size));
+    if (!comm->capturable()) e.opt.graphs = false;
+  }
+  const ModelConfig& m = e.local;
+  const int64_t vocab = e.em.model.vocab;  // the sampler's and the returned logits' width
   const EngineOptions& o = e.opt;
   if (o.block_size <= 0 || (o.block_size & (o.block_size - 1)) || o.block_size > 1024)
     throw Error("engine: block size " + std::to_string(o.block_size) + " must be a power of two up to 1024");
@@ -119,11 +135,15 @@ Engine::Engine(const EngineModel& model, const EngineOptions& options) : impl_(s
   pp.sequences = S, pp.heads = m.heads, pp.head_dim = m.head_dim, pp.total_q = T, pp.max_q = T, pp.max_context = e.max_context;
   pp.cache.kv_heads = m.kv_heads;
   const std::size_t prefill_ws = std::max<std::size_t>(16, prefill_workspace_bytes(pp));
-  const std::size_t sample_ws = std::max<std::size_t>(16, sample_workspace_bytes(R, m.vocab));
+  const std::size_t sample_ws = std::max<std::size_t>(16, sample_workspace_bytes(R, vocab));
+  const bool gather = par.shard.tp > 1 && par.shard.last();
+  const double gather_bytes = gather ? double(R) * double(m.vocab) * 4 * double(1 + par.shard.tp) : 0.0;
   const std::size_t cublas_ws = std::size_t(32) << 20;
-  e.mem.activation_bytes = act_elems * 2 + double(R) * double(m.vocab) * 4 + double(T) * double(m.heads) * 4 +
+  e.mem.activation_bytes = act_elems * 2 + double(R) * double(vocab) * 4 + gather_bytes + double(T) * double(m.heads) * 4 +
                            double(meta_bytes + decode_ws + e.linear_ws_bytes + prefill_ws + sample_ws + cublas_ws);
-  const double weights = double(planned_weight_bytes(m, e.em.arch, o.weight_format));
+  const double weights = double(planned_weight_bytes(m, e.em.arch, o.weight_format,
+                                                     par.shard.first() || (m.tied_embeddings && par.shard.last()),
+                                                     par.shard.last()));
   const double block_bytes = double(m.layers) * 2 * double(o.block_size) * double(m.kv_dim()) * 2;
   const double one_sequence = double(e.table_width) * block_bytes;
   const double reserve = 512e6;  // CUDA context growth, cuBLAS, graphs
@@ -157,7 +177,12 @@ Engine::Engine(const EngineModel& model, const EngineOptions& options) : impl_(s
   e.h = act(T, m.hidden), e.x = act(T, m.hidden), e.y = act(T, m.hidden);
   e.qkv = act(T, qkv_n), e.q = act(T, m.q_dim()), e.attn = act(T, m.q_dim());
   e.gate_up = act(T, 2 * m.intermediate), e.act = act(T, m.intermediate), e.x_final = act(R, m.hidden);
-  e.logits = DeviceBuffer<float>(std::size_t(R * m.vocab));
+  e.logits = DeviceBuffer<float>(std::size_t(R * vocab));
+  if (gather) {
+    e.logits_slice = DeviceBuffer<float>(std::size_t(R * m.vocab));
+    e.logits_gathered = DeviceBuffer<float>(std::size_t(R * m.vocab * par.shard.tp));
+  }
+  if (!par.shard.last()) e.ones = DeviceBuffer<uint16_t>(std::vector<uint16_t>(std::size_t(m.hidden), bf16_bits(1.f)));
   e.lse = DeviceBuffer<float>(std::size_t(T * m.heads));
   e.sampled = DeviceBuffer<int32_t>(std::size_t(R));
   e.meta = DeviceBuffer<uint8_t>(meta_bytes);
@@ -190,7 +215,8 @@ Engine::~Engine() {
 
 StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits) {
   Impl& e = *impl_;
-  const ModelConfig& m = e.em.model;
+  const ModelConfig& m = e.em.model;  // the whole vocabulary: tokens in, logits out
+  const bool outputs = e.opt.parallel.shard.last();  // a pipeline's earlier stages return no tokens
   const EngineOptions& o = e.opt;
   if (in.empty()) throw Error("engine step: no sequences");
   // Every check before anything changes.
@@ -333,11 +359,11 @@ StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits
     e.forward(sh);
   }
   INFERLAB_CUDA_CHECK(cudaEventRecord(e.stop, e.stream));
-  std::vector<int32_t> sampled(static_cast<std::size_t>(rows));
-  if (rows > 0)
+  std::vector<int32_t> sampled(static_cast<std::size_t>(outputs ? rows : 0));
+  if (outputs && rows > 0)
     INFERLAB_CUDA_CHECK(cudaMemcpyAsync(sampled.data(), e.sampled.get(), std::size_t(rows) * 4, cudaMemcpyDeviceToHost, e.stream));
   std::vector<float> logits_sorted;
-  if (return_logits && rows > 0) {
+  if (outputs && return_logits && rows > 0) {
     logits_sorted.resize(std::size_t(rows * m.vocab));
     INFERLAB_CUDA_CHECK(cudaMemcpyAsync(logits_sorted.data(), e.logits.get(), logits_sorted.size() * 4,
                                         cudaMemcpyDeviceToHost, e.stream));
@@ -368,6 +394,7 @@ StepOutput Engine::step(const std::vector<SequenceInput>& in, bool return_logits
 
   // Back to the input order: sequence i's rows start at the sum of the logits before it.
   out.tokens.resize(in.size());
+  if (!outputs) return out;
   if (return_logits) out.logits.resize(std::size_t(rows * m.vocab));
   int64_t input_row = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -392,8 +419,11 @@ const EngineModel& Engine::model() const { return impl_->em; }
 const EngineOptions& Engine::options() const { return impl_->opt; }
 const EngineMemory& Engine::memory() const { return impl_->mem; }
 int64_t Engine::max_context() const { return impl_->max_context; }
-HostWeights Engine::download_weights() const { return download_device_weights(impl_->em, impl_->w); }
+HostWeights Engine::download_weights() const { return download_device_weights(impl_->em, impl_->opt, impl_->w); }
 int Engine::graphs_captured() const { return int(impl_->graphs.size()); }
-void Engine::set_graphs(bool on) { impl_->opt.graphs = on; }
+void Engine::set_graphs(bool on) {
+  const EngineParallel& p = impl_->opt.parallel;
+  impl_->opt.graphs = on && (!p.tp || p.shard.tp == 1 || p.tp->capturable()) && (!p.pp || p.shard.pp == 1 || p.pp->capturable());
+}
 
 }  // namespace inferlab

@@ -45,9 +45,13 @@ struct DeviceWeights {
 };
 
 // The device bytes the weights will take in a format (planned before anything is allocated).
-std::size_t planned_weight_bytes(const ModelConfig& m, const ArchConfig& a, std::optional<WeightFormat> f);
+// `m` is what one device holds (weights.h shard_config); the embedding and the lm_head (with the final norm)
+// counted only where held.
+std::size_t planned_weight_bytes(const ModelConfig& m, const ArchConfig& a, std::optional<WeightFormat> f,
+                                 bool embedding = true, bool head = true);
+// The whole model's weights, or the slice o.parallel.shard holds (weights.h shard_slice).
 DeviceWeights load_device_weights(const EngineModel& em, const EngineOptions& o, cudaStream_t stream);
-HostWeights download_device_weights(const EngineModel& em, const DeviceWeights& w);
+HostWeights download_device_weights(const EngineModel& em, const EngineOptions& o, const DeviceWeights& w);
 
 // Where each array of a step's metadata lives (byte offsets into one buffer, host and device alike);
 // CUDA graphs capture the device addresses, so a graph's shape fixes its layout.
@@ -75,8 +79,10 @@ struct GraphKey {
 };
 
 struct Engine::Impl {
-  EngineModel em;
+  EngineModel em;     // the whole model
+  ModelConfig local;  // what this device holds and runs (weights.h shard_config; em.model when not sharded)
   EngineOptions opt;
+  int64_t first_token = 0;  // the vocabulary slice's first id (tensor parallelism)
   EngineMemory mem;
   int64_t max_context = 0, table_width = 0, max_logit_rows = 0;
   int sm_count = 0;
@@ -88,7 +94,9 @@ struct Engine::Impl {
   std::unique_ptr<PagedKvManager> blocks;
   // Activations, sized for max_step_tokens (T) and max_logit_rows (R).
   DeviceBuffer<uint16_t> h, x, y, qkv, q, attn, gate_up, act, x_final;
-  DeviceBuffer<float> logits, lse;
+  DeviceBuffer<float> logits, lse;    // logits [R, whole vocabulary]
+  DeviceBuffer<float> logits_slice, logits_gathered;  // tp > 1, last stage: [R, slice], [tp, R, slice]
+  DeviceBuffer<uint16_t> ones;        // [hidden] 1.0: the norm weight of a stage's closing residual add (pp > 1)
   DeviceBuffer<int32_t> sampled;
   DeviceBuffer<uint8_t> meta, decode_ws, prefill_ws, linear_ws, sample_ws, cublas_ws;
   uint8_t* meta_host = nullptr;        // pinned mirror of `meta`
@@ -96,6 +104,7 @@ struct Engine::Impl {
   std::map<GraphKey, cudaGraphExec_t> graphs;
 
   void forward(const StepShape& s);  // forward.cpp: every launch of one step on `stream`
+  bool sharded() const { return !opt.parallel.shard.whole(); }
 };
 
 }  // namespace inferlab

@@ -91,7 +91,10 @@ void run_linear(const LinearRef& w, const void* x, void* y, int64_t m, bool fp32
 }  // namespace
 
 void Engine::Impl::forward(const StepShape& s) {
-  const ModelConfig& m = em.model;
+  const ModelConfig& m = local;  // this device's heads, KV heads, MLP width, vocabulary slice and layers
+  const WeightShard& shard = opt.parallel.shard;
+  Communicator* tp = shard.tp > 1 ? opt.parallel.tp : nullptr;
+  Communicator* pp = shard.pp > 1 ? opt.parallel.pp : nullptr;
   const MetaLayout& L = s.layout;
   uint8_t* md = meta.get();
   const int32_t* tokens = at<int32_t>(md, L.tokens);
@@ -107,10 +110,16 @@ void Engine::Impl::forward(const StepShape& s) {
   cache.block_size = opt.block_size;
   cache.max_blocks_per_seq = L.table_width;
 
-  EmbeddingParams e;
-  e.tokens = T, e.hidden = H, e.vocab = m.vocab;
-  e.ids = tokens, e.table = w.embed.get(), e.out = h.get();
-  embedding(e, stream);
+  if (shard.first()) {
+    EmbeddingParams e;
+    e.tokens = T, e.hidden = H, e.vocab = std::min(m.vocab, em.model.vocab - first_token);
+    e.first_id = first_token;
+    e.ids = tokens, e.table = w.embed.get(), e.out = h.get();
+    embedding(e, stream);
+    if (tp) tp->all_reduce_sum_bf16(h.get(), T * H, stream);  // each id's row lives on one rank, zeros elsewhere
+  } else {
+    pp->recv(h.get(), T * H * 2, int(shard.stage - 1), stream);
+  }
 
   for (int64_t l = 0; l < m.layers; ++l) {
     const LayerWeights& lw = w.layers[std::size_t(l)];
@@ -162,6 +171,7 @@ void Engine::Impl::forward(const StepShape& s) {
     }
 
     run_linear(ref(lw.o), attn.get(), y.get(), T, false, linear_ws.get(), linear_ws_bytes, stream);
+    if (tp) tp->all_reduce_sum_bf16(y.get(), T * H, stream);
 
     RmsNormParams n2 = n1;
     n2.add = y.get(), n2.weight = lw.ffn_norm.get();
@@ -173,6 +183,17 @@ void Engine::Impl::forward(const StepShape& s) {
     sg.tokens = T, sg.intermediate = m.intermediate, sg.gate_up = gate_up.get(), sg.out = act.get();
     swiglu(sg, stream);
     run_linear(ref(lw.down), act.get(), y.get(), T, false, linear_ws.get(), linear_ws_bytes, stream);
+    if (tp) tp->all_reduce_sum_bf16(y.get(), T * H, stream);
+  }
+  if (!shard.last()) {
+    // The last layer's residual add (the next stage's first norm has nothing to add), then the stream on.
+    RmsNormParams add;
+    add.rows = T, add.hidden = H, add.eps = float(em.arch.rms_norm_eps);
+    add.residual = h.get(), add.add = y.get(), add.weight = ones.get(), add.out = x.get();
+    add.name = "stage_residual";
+    rmsnorm(add, stream);
+    pp->send(h.get(), T * H * 2, int(shard.stage + 1), stream);
+    return;
   }
   if (s.logit_rows == 0) return;
 
@@ -183,12 +204,23 @@ void Engine::Impl::forward(const StepShape& s) {
   nf.name = "final_norm";
   rmsnorm(nf, stream);
 
-  // lm_head (or the tied embedding): bf16, never quantized; fp32 logits.
-  run_linear(LinearRef{WeightFormat::bf16, m.vocab, H, w.lm_head_ptr()}, x_final.get(), logits.get(), s.logit_rows, true,
-             nullptr, 0, stream);
+  // lm_head (or the tied embedding): bf16, never quantized; fp32 logits. Tensor-parallel: this rank's slice
+  // of the vocabulary, the slices gathered ([tp][rows][slice]) and laid side by side ([rows][vocab]).
+  run_linear(LinearRef{WeightFormat::bf16, m.vocab, H, w.lm_head_ptr()}, x_final.get(),
+             tp ? logits_slice.get() : logits.get(), s.logit_rows, true, nullptr, 0, stream);
+  if (tp) {
+    const int64_t R = s.logit_rows, V = em.model.vocab, slice = m.vocab;
+    tp->all_gather(logits_slice.get(), logits_gathered.get(), R * slice * 4, stream);
+    for (int64_t r = 0; r < shard.tp; ++r) {
+      const int64_t cols = std::min(slice, V - r * slice);
+      INFERLAB_CUDA_CHECK(cudaMemcpy2DAsync(logits.get() + r * slice, std::size_t(V) * 4,
+                                            logits_gathered.get() + r * R * slice, std::size_t(slice) * 4,
+                                            std::size_t(cols) * 4, std::size_t(R), cudaMemcpyDeviceToDevice, stream));
+    }
+  }
 
   SampleParams sp;
-  sp.rows = s.logit_rows, sp.vocab = m.vocab, sp.logits = logits.get();
+  sp.rows = s.logit_rows, sp.vocab = em.model.vocab, sp.logits = logits.get();
   sp.temperature = at<float>(md, L.temperature), sp.top_k = at<int32_t>(md, L.top_k), sp.top_p = at<float>(md, L.top_p);
   sp.seed = at<uint64_t>(md, L.seed), sp.offset = at<uint64_t>(md, L.offset);
   sp.out = sampled.get();

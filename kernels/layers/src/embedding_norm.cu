@@ -15,10 +15,10 @@ using namespace layers;  // the shared device helpers (layers_common.cuh)
 
 template <class T, int VEC>
 __global__ void embedding_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table, T* __restrict__ out,
-                                 int64_t tokens, int64_t hidden, int64_t vocab) {
+                                 int64_t tokens, int64_t hidden, int64_t vocab, int64_t first_id) {
   const int64_t packs = hidden / VEC;
   for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
-    const int64_t id = ids[t];
+    const int64_t id = int64_t(ids[t]) - first_id;
     const bool inside = id >= 0 && id < vocab;
     for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < packs; c += int64_t(gridDim.x) * blockDim.x) {
       Pack<T, VEC> x;
@@ -145,9 +145,9 @@ void embedding(const EmbeddingParams& p, cudaStream_t stream) {
     const auto* table = static_cast<const T*>(p.table);
     auto* out = static_cast<T*>(p.out);
     if (vec)
-      embedding_kernel<T, 8><<<grid, 256, 0, stream>>>(p.ids, table, out, p.tokens, p.hidden, p.vocab);
+      embedding_kernel<T, 8><<<grid, 256, 0, stream>>>(p.ids, table, out, p.tokens, p.hidden, p.vocab, p.first_id);
     else
-      embedding_kernel<T, 1><<<grid, 256, 0, stream>>>(p.ids, table, out, p.tokens, p.hidden, p.vocab);
+      embedding_kernel<T, 1><<<grid, 256, 0, stream>>>(p.ids, table, out, p.tokens, p.hidden, p.vocab, p.first_id);
     INFERLAB_CHECK_LAUNCH();
   });
 }

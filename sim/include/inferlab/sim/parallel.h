@@ -31,6 +31,7 @@
 // in a plain Megatron/vLLM forward), sequence parallelism, NVLink SHARP / one-shot all-reduce
 // kernels, the host. tp = pp = 1 is the plain model, exactly.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,12 @@ struct ParallelPrediction {
 // The step whose micro-batches each do `microbatch` (par.microbatches of them).
 ParallelPrediction predict_parallel(const ModelConfig& m, const Batch& microbatch, const OpOptions& o,
                                     const Hardware& hw, const Parallelism& par);
+// The ops one device runs for one micro-batch, given its stage's model (stage_model): batch_ops by default,
+// or a kernel-level list such as sim/engine_step.h's engine_step_ops for the GPU engine's own launches.
+// Ops scoped before / after the layers are kept on the first / last stage only.
+using StageOps = std::function<std::vector<Op>(const ModelConfig& stage, const Batch& microbatch)>;
+ParallelPrediction predict_parallel(const ModelConfig& m, const Batch& microbatch, const OpOptions& o,
+                                    const Hardware& hw, const Parallelism& par, const StageOps& ops);
 // A uniform step cut into par.microbatches micro-batches (which must divide its batch).
 ParallelPrediction predict_parallel(const ModelConfig& m, const Step& step, const OpOptions& o, const Hardware& hw,
                                     const Parallelism& par);

@@ -21,12 +21,32 @@
 #include <vector>
 
 #include "inferlab/kernels/engine/arch.h"
+#include "inferlab/kernels/engine/communicator.h"
 #include "inferlab/kernels/engine/weights.h"
 #include "inferlab/sim/kv_blocks.h"
 #include "inferlab/sim/linear.h"
 #include "inferlab/sim/ops.h"
 
 namespace inferlab {
+
+// One device of a sharded engine (Megatron-LM's tensor and pipeline parallelism, weights.h WeightShard's
+// rules): it holds shard_config(model, shard) and, per step,
+//   first stage:      the vocabulary-parallel embedding (ids outside its slice give zero rows), all-reduced;
+//   later stages:     the residual stream received from the previous stage instead;
+//   every layer:      the all-reduce of o_proj's and of down_proj's partial sums over the stage's ranks
+//                     (before the residual add that follows);
+//   not the last:     the pending residual add, then the residual stream sent to the next stage;
+//   the last stage:   final norm, lm_head over its vocabulary slice, the slices all-gathered (fp32), the
+//                     sampler over the whole vocabulary (every rank of the stage draws the same tokens).
+// Every device of the group runs the same steps with the same inputs (each keeps its own KV blocks: the
+// same decisions); only the last stage returns tokens and logits. A micro-batched pipeline is the caller
+// running a step per micro-batch on every stage (GPipe): stage s's step for micro-batch i overlaps stage
+// s + 1's for micro-batch i - 1.
+struct EngineParallel {
+  WeightShard shard;
+  Communicator* tp = nullptr;  // the stage's ranks (size shard.tp, rank shard.tp_rank); needed when tp > 1
+  Communicator* pp = nullptr;  // the stages (size shard.pp, rank shard.stage); needed when pp > 1
+};
 
 struct EngineOptions {
   std::string weights = "random";  // "random" (seeded, Hugging Face's init) or a Hugging Face model folder
@@ -40,7 +60,8 @@ struct EngineOptions {
   int64_t max_logit_rows = 0;      // positions whose logits one step computes (0: max_sequences)
   int64_t kv_blocks = 0;           // 0: as many as fit in kv_memory_fraction of the memory left
   double kv_memory_fraction = 0.9;
-  bool graphs = true;              // CUDA graphs for uniform steps
+  bool graphs = true;              // CUDA graphs for uniform steps (off when a communicator is not capturable)
+  EngineParallel parallel;         // one device of a sharded engine (default: the whole model)
 };
 
 struct SamplingParams {
@@ -58,7 +79,8 @@ struct SequenceInput {
 };
 
 struct StepOutput {
-  std::vector<std::vector<int32_t>> tokens;  // per input sequence: one sampled token per logit position
+  std::vector<std::vector<int32_t>> tokens;  // per input sequence: one sampled token per logit position (sharded:
+                                             // the last stage only; empty rows elsewhere)
   std::vector<float> logits;                 // return_logits: [logit rows, vocab], input order
   double gpu_s = 0;                          // CUDA events around the step (metadata copy included)
   bool graph = false;                        // replayed as a CUDA graph

@@ -26,9 +26,11 @@ namespace inferlab {
 struct EmbeddingParams {
   DType dtype = DType::bf16;  // bf16 or fp16 (table and out)
   int64_t tokens = 0, hidden = 0, vocab = 0;
-  const int32_t* ids = nullptr;  // [tokens]; an id outside [0, vocab) writes a zero row (and never reads outside)
-  const void* table = nullptr;   // [vocab, hidden]
+  const int32_t* ids = nullptr;  // [tokens]; an id outside [first_id, first_id + vocab) writes a zero row (and
+                                 // never reads outside)
+  const void* table = nullptr;   // [vocab, hidden]: the rows of ids first_id .. first_id + vocab - 1
   void* out = nullptr;           // [tokens, hidden]
+  int64_t first_id = 0;          // a vocabulary-parallel slice's first id (tensor parallelism; else 0)
 };
 void embedding(const EmbeddingParams& p, cudaStream_t stream);
 
