@@ -33,6 +33,15 @@ constexpr LoopCounts kDecodeMt1{32, 10, 88, 353, 4, 43, 6, 17};
 constexpr LoopCounts kDecodeMt1Paged{32, 10, 88, 382, 4, 78, 6, 33};
 constexpr LoopCounts kDecodeMt2{64, 20, 176, 395, 8, 47, 6, 17};
 constexpr LoopCounts kDecodeMt2Paged{64, 20, 176, 444, 8, 87, 6, 33};
+// Its epilogue loops (the same SASS for every layout and MT, head dim 128), instructions per thread:
+// the warps' merge, one output element per iteration (split: the partial written, 88-93; plain: the
+// normalized output, and in the warps whose lanes hold d = 0 the log-sum-exp, 137), and the last
+// piece's merge: one batch of 16 pieces (275: 16 float4 and 16 float2 loads, 16 ex2, 80 FFMA) and
+// the per-item rest (121: normalize, convert, store, the log-sum-exp).
+constexpr double kWarpMergeSplit = 93, kWarpMergePlain = 137, kMergeBatch = 275, kMergeItem = 121;
+// roofline/src/pipe_ceilings.cu dependent_kernel: its unrolled loop (SASS, nvcc 13.0, sm_90) issues 16
+// dependent FFMAs and 3 loop instructions per iteration; dependent_issue_cycles is ticks per FFMA.
+constexpr double kDependentLoopFfmas = 16, kDependentLoopInstructions = 19;
 // gemm/weight_only (inferlab_kernels.dir/gemm/src/weight_only.cu.o): the loop body holds kDepth
 // chunks (m_tiles 1: 6, 2 and 4: 8, 8: 4); a chunk is 16 weight rows x 64 (int4) or 32 columns.
 struct WoLoop {
@@ -232,10 +241,9 @@ std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, Att
 std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DType dtype, const Hardware& hw) {
   // decode.cu: a block per (sequence, KV head, group of <= 32 query heads, piece of the context);
   // 8 warps when the grid has at most one block per SM (192 KB of K/V rings: 1 resident), else 4
-  // (2 resident). Each warp walks its 16-token tiles (2 in flight); the warps then merge through
-  // shared memory (per output element and warp: two shared loads, an ex2, two FMAs, dependent);
-  // split: each piece writes a partial, a counter picks the last, which merges the pieces in
-  // batches of 16 (one round trip and 16 dependent ex2+FMA each).
+  // (2 resident). Each warp walks its 16-token tiles (2 in flight), then the warps merge through
+  // shared memory; split: each piece writes a partial, fences it and takes a counter; the last piece
+  // of its (sequence, KV head, group) merges all pieces in batches of 16 (one L2 round trip each).
   const int64_t group = s.heads / s.kv_heads;
   const int64_t rows = std::min<int64_t>(group, 32);
   const int mt = rows <= 16 ? 1 : 2;
@@ -252,9 +260,15 @@ std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DTyp
   const double tiles_per_warp = double(ceil_div(tiles, warps));
   const auto& p = hw.pipes;
   const double resident_warps = double(warps) * std::min<double>(per_sm, std::max<double>(1.0, double(blocks) / hw.sm_count));
-  const double cpi = std::max(p.dependent_issue_cycles, resident_warps / p.issue_per_clk);
+  // A warp's instructions at the dependent interval (or the SM's issue rate when more warps share it).
+  // dependent_issue_cycles is clock ticks per FFMA of a loop that issues 19 instructions per 16 FFMAs
+  // (roofline/src/pipe_ceilings.cu dependent_kernel, SASS: 16 FFMA, IADD3, ISETP, BRA); the counts
+  // charged here are every instruction the kernel's loops issue, their own control included, so the
+  // interval per issued instruction is ticks x 16 / 19.
+  const double per_instruction = p.dependent_issue_cycles * kDependentLoopFfmas / kDependentLoopInstructions;
+  const double cpi = std::max(per_instruction, resident_warps / p.issue_per_clk);
   const double threads = 32.0 * warps;
-  const double chain = 2 * p.smem_latency_cycles + p.mufu_latency_cycles + 2 * p.dependent_issue_cycles;
+  const bool split = s.splits > 1;
 
   KernelLaunch k;
   k.kernel = "decode_kernel";
@@ -269,18 +283,36 @@ std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DTyp
   k.work.tensor_flops = op.flops;
   k.work.tensor_dtype = dtype;
   // One CTA: two round trips before its first tile (context length, table entries and Q; then the
-  // first K/V tile), the tiles at the warp's issue interval (or the bandwidth of its 2 tiles in
-  // flight), the warps' merge.
+  // first K/V tile), its tiles at the warp's issue interval (or the bandwidth of its 2 tiles in
+  // flight). After its last tile's data have arrived (the epilogue): that tile, the warps' merge
+  // (the warp that also writes the log-sum-exp), and for a split its partial's fence (the stores
+  // reach L2) and the counter's atomic: two L2 round trips.
   const double tile_cycles = std::max(c.total() * dscale * cpi, 0.5 * p.dram_latency_s * p.sm_clock_hz);
-  k.cta_cycles = tiles_per_warp * tile_cycles + std::ceil(double(rows) * s.head_dim / threads) * warps * chain;
+  const double merge_iterations = std::ceil(double(rows) * s.head_dim / threads);
+  k.cta_cycles = std::max(0.0, tiles_per_warp - 1) * tile_cycles;
   k.cta_round_trips = 2;
   k.startup_round_trips = 2;
-  if (s.splits > 1) {
-    // partial written and fenced, the counter, then the last piece's merge batches
+  // Before that merge each warp stores its O rows to shared memory: per m16 tile and half (rows g or
+  // g + 8), head_dim / 8 STS.64 whose 8 rows lie head_dim x 4 bytes apart, all in the same banks: one
+  // shared-memory wavefront per real row among the 8 (32 banks x 4 bytes a clock: the SM's shared
+  // memory serves one wavefront per clock), for every warp of the CTA.
+  double store_wavefronts = 0;
+  for (int64_t t = 0; t < 2 * mt; ++t) store_wavefronts += double(std::clamp<int64_t>(rows - 8 * t, 0, 8));
+  store_wavefronts *= double(s.head_dim) / 8.0 * warps;
+  k.epilogue_cycles =
+      tile_cycles + store_wavefronts + merge_iterations * (split ? kWarpMergeSplit : kWarpMergePlain) * cpi;
+  k.epilogue_l2_round_trips = split ? 2 : 0;
+  if (split) {
+    // The last piece merges: each thread owns 4 consecutive d of a row (ceil(rows x d / 4 / threads)
+    // items), each over the pieces in batches of 16 whose loads are issued together (one L2 round
+    // trip a batch). Its SM pulls every piece's fp32 partial row and (max, sum) through its port, the
+    // units' last pieces side by side; the batches' instructions at the dependent interval.
     const double items = std::ceil(double(rows) * s.head_dim / 4.0 / threads);
     const double batches = items * std::ceil(double(s.splits) / 16.0);
-    k.cta_round_trips += 2 + batches;
-    k.cta_cycles += batches * 16 * (p.mufu_latency_cycles + 2 * p.dependent_issue_cycles);
+    k.tail_l2_round_trips = batches;
+    k.tail_bytes = double(units) * double(rows) * double(s.splits) * (double(s.head_dim) * 4.0 + 8.0);
+    k.tail_ctas = units;
+    k.tail_cycles = (batches * kMergeBatch + items * kMergeItem) * cpi;
   }
   return {k};
 }

@@ -59,13 +59,16 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double hbm = k.write_share < 0.1 && c.read_bandwidth > 0 ? std::max(c.read_bandwidth, hw.memory_bandwidth)
                                                                   : hw.memory_bandwidth;
   const double reach = std::min(hbm, active * c.sm_bandwidth);
-  const double memory = k.bytes > 0 ? k.bytes / reach + k.startup_round_trips * c.dram_latency_s : 0.0;
-  const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s);
+  const double epilogue = k.epilogue_cycles / clock + k.epilogue_l2_round_trips * c.l2_latency_cycles / c.sm_clock_hz;
+  const double memory = k.bytes > 0 ? k.bytes / reach + k.startup_round_trips * c.dram_latency_s + epilogue : 0.0;
+  const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s + epilogue);
   const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
   const double floor = k.launch == LaunchMode::graph ? c.launch_floor_graph_s : c.launch_floor_eager_s;
   const double core = k.memory_overlapped ? std::max({pipes, memory, latency}) : std::max(pipes + memory, latency);
   const double atomics = k.atomics > 0 ? k.atomics / (c.l2_atomics_per_clk * c.sm_clock_hz) : 0.0;
-  const double tail = k.tail_l2_round_trips * c.l2_latency_cycles / c.sm_clock_hz;
+  const double tail_port = k.tail_bytes / (std::max(1.0, std::min(sms, double(k.tail_ctas))) * c.sm_bandwidth);
+  const double tail = k.tail_l2_round_trips * c.l2_latency_cycles / c.sm_clock_hz +
+                      std::max(tail_port, k.tail_cycles / c.sm_clock_hz);
   const double body = std::max(core, atomics) + std::min(core, atomics) / std::max(1.0, waves) + tail + exposed;
 
   p.tensor_s += tensor;
@@ -87,6 +90,8 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   // The launch's dominant term, weighted by its share of the op's time.
   if (atomics > core)
     terms.push_back({"atomics", body});
+  else if (tail > core)
+    terms.push_back({"tail", body});
   else if (core == memory || (!k.memory_overlapped && memory > pipes && core != latency))
     terms.push_back({reach < hbm ? "parallelism" : "memory", body});
   else if (core == latency)

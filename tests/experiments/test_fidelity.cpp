@@ -44,12 +44,13 @@ struct FamilyBound {
 };
 constexpr FamilyBound kBounds[] = {
     {"flash prefill", 0.25, "goal reached"},
-    {"decode plain", 0.31,
-     "MHA at batch 1, 4k-32k (32 CTAs, one per KV head, each a chain of dependent steps): the critical path charged "
-     "at the measured FFMA-chain interval (4.59 cycles, the microbenchmark's loop included) over-predicts by up to 30%"},
-    {"decode split", 0.44,
-     "MQA split merges at 30-44% (the merge's L2 round trips: loaded latency); the paged GQA-4 1x1024 point once "
-     "measured at 29 us measures 10.4 us again (2026-11-24), as its contiguous twin"},
+    {"decode plain", 0.17,
+     "GQA-8 at batch 8, 8k-32k (64 CTAs, one per SM) predicted ~12-16% fast: they reach 2.55 TB/s, not the 3.03 "
+     "the model lets 64 SMs reach, and the cause is not named; MQA at 1k ~10% fast (the epilogue's stores)"},
+    {"decode split", 0.18,
+     "MQA at batch 1, 4k-8k (16-32 pieces of 256 tokens) predicted ~15% fast: each CTA's fixed cost (two round "
+     "trips, two tiles, the warps' merge with its bank-conflicted O stores, the fence and counter) and the last "
+     "piece's merge leave ~3 us unnamed"},
     {"naive prefill", 0.17, "softmax_rows at short rows: per-row latency under load (round trips at the loaded DRAM latency)"},
     {"linear bf16", 0.24, "cuBLAS at 1024x4096, m = 64: a library kernel's fixed cost (its grid is not declared)"},
     {"linear fp8", 0.19, "cuBLASLt fixed cost at 1024x4096, as bf16"},

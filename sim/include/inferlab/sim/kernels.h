@@ -73,9 +73,20 @@ struct KernelLaunch {
   // A block holds its SM until its atomics drain (its fence waits for them), so they overlap the
   // other waves' work but not their own: max(rest, atomics) + min(rest, atomics) / waves.
   double atomics = 0;
-  // Dependent L2 round trips after the last wave (split-k: the last block of a row tile reads the
-  // partial sums back one load at a time).
+  // One CTA's work after its last load has arrived (its last tile, the warps' merge, a split's partial
+  // written, fenced and counted): cycles and dependent L2 round trips. Part of the CTA's critical path
+  // (the latency term), and exposed once after the memory stream: the last CTAs to receive their data
+  // still run it (memory + epilogue).
+  double epilogue_cycles = 0;
+  double epilogue_l2_round_trips = 0;
+  // After the last wave: dependent L2 round trips (split-k: the last block of a row tile reads the
+  // partial sums back one load at a time; split-KV: the last piece's merge batches), and L2-resident
+  // bytes read by tail_ctas CTAs, each through its SM's port (PipeCeilings::sm_bandwidth), while
+  // they run tail_cycles of dependent work: max(bytes over the port, cycles) + round trips.
   double tail_l2_round_trips = 0;
+  double tail_bytes = 0;
+  int64_t tail_ctas = 1;
+  double tail_cycles = 0;
 };
 
 // The kernel variants of kernels/ (names as their NOTES use them).

@@ -14,11 +14,15 @@
 //             FLOPs at the measured matmul ceiling instead
 //   compose   serialized: the sum of the pipes; overlapped: their maximum (issue included)
 //   memory    bytes / the bandwidth the grid reaches: min(HBM, SMs occupied x one SM's bandwidth),
-//             the read bandwidth for read-only streams; after the round trips before the first byte
-//   latency   waves x one CTA's critical path (dependent cycles + dependent round trips), waves =
-//             ceil(CTAs / (SMs x CTAs per SM)); persistent kernels: round trips exposed per SM
+//             the read bandwidth for read-only streams; after the round trips before the first byte,
+//             and before the epilogue of the CTAs whose data arrive last (KernelLaunch::epilogue_*)
+//   latency   waves x one CTA's critical path (dependent cycles + dependent round trips + epilogue),
+//             waves = ceil(CTAs / (SMs x CTAs per SM)); persistent kernels: round trips exposed per SM
+//   tail      after the last wave: dependent L2 round trips, and the L2 bytes a few CTAs read through
+//             their SMs' ports (or their dependent cycles, whichever is longer): the split-k read-back,
+//             the split-KV merge of the last piece
 //   floor     the launch floor of the mode (eager, or a node of a CUDA graph)
-//   time      max(compose, memory, latency) + floor; `dominant` names the largest term.
+//   time      max(compose, memory, latency) + tail + floor; `dominant` names the largest term.
 #include <string>
 #include <vector>
 
@@ -45,11 +49,11 @@ struct Prediction {
   double pipes_s = 0;       // the pipes composed
   double latency_s = 0;     // waves x critical path
   double atomics_s = 0;     // L2 atomics (split-k partial sums) at the L2's atomic rate
-  double tail_s = 0;        // dependent L2 round trips after the last wave
+  double tail_s = 0;        // after the last wave: L2 round trips, a few CTAs' L2 reads (split-k, split-KV merge)
   double floor_s = 0;       // launch floors
   double reachable_bandwidth = 0;  // bytes/s the grid reaches (the smallest over launches)
   double waves = 0;         // the largest over launches
-  std::string dominant;     // tensor, mufu, fp32, alu, cvt, issue, memory, parallelism, latency, atomics, launch
+  std::string dominant;     // tensor, mufu, fp32, alu, cvt, issue, memory, parallelism, latency, atomics, tail, launch
   double ridge() const { return peak_flops / bandwidth; }  // FLOP/byte where the op would turn compute-bound
 };
 
