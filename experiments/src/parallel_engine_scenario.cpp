@@ -95,8 +95,7 @@ std::vector<Row> parallel_engine_rows(const ParallelEngineConfig& c, const std::
         {"link_bandwidth_bytes_per_s", num(p.link.bandwidth)},
         {"interconnect_source", c.hardware.interconnect_source},
         {"ceilings", c.hardware.ceilings_source},
-        {"graphs", m ? (m->graphs ? "true" : "false") : ""},
-        {"communicator", m ? m->communicator : ""},
+        {"graph_replayed", m ? (m->graphs ? "true" : "false") : ""},
         {"device", m ? m->device : ""}};
   return {r};
 }
