@@ -9,6 +9,7 @@
 #include "inferlab/sim/paths.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include "error_of.h"
 
@@ -198,10 +199,19 @@ TEST(Hardware, AUsersHardwareFileIsNeverOverriddenByAShippedMeasurement) {
   std::filesystem::remove_all(dir);
 }
 
-// The H200's measured file holds its interconnect alone (inferlab_collectives' alpha-beta fit on 2 x H200):
-// auto overlays it on the datasheet's figures, which otherwise stay; measured refuses (no measured ceilings).
+// A measured file may hold the interconnect alone (inferlab_collectives' alpha-beta fit, before any
+// `inferlab ceilings` run on that GPU): auto overlays it on the datasheet's figures, which otherwise stay;
+// measured refuses (no measured ceilings). The shipped H200 file holds both: auto takes both.
 TEST(Hardware, AMeasuredInterconnectAloneReplacesOnlyTheLink) {
-  const Hardware sheet = load_hardware("h200-sxm"), autoh = load_hardware("h200-sxm", "auto");
+  const auto dir = std::filesystem::temp_directory_path() / ("inferlab_ic_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(data_dir() / "hardware" / "h200-sxm.json", dir / "h200-sxm.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  nlohmann::json shipped = read_json_file(measured_ceilings_path("h200-sxm"));
+  ASSERT_TRUE(shipped.contains("interconnect"));
+  std::ofstream(dir / "h200-sxm.measured.json") << nlohmann::json{{"id", "h200-sxm"}, {"interconnect", shipped["interconnect"]}}.dump();
+  const std::string alone = (dir / "h200-sxm.json").string();
+  const Hardware sheet = load_hardware(alone), autoh = load_hardware(alone, "auto");
   EXPECT_EQ(sheet.interconnect_source, "datasheet");
   EXPECT_NE(autoh.interconnect_source.find("h200-sxm.measured.json"), std::string::npos);
   EXPECT_EQ(autoh.ceilings_source, "datasheet");
@@ -209,7 +219,12 @@ TEST(Hardware, AMeasuredInterconnectAloneReplacesOnlyTheLink) {
   EXPECT_DOUBLE_EQ(autoh.matmul_peak(DType::bf16), sheet.matmul_peak(DType::bf16));
   EXPECT_GT(autoh.nvlink_latency_s, 2 * sheet.nvlink_latency_s);  // measured 12.9 us a ring step vs the sheet's 2.5
   EXPECT_LT(autoh.nvlink_bandwidth, sheet.nvlink_bandwidth);
-  EXPECT_NE(error_of([] { load_hardware("h200-sxm", "measured"); }).find("holds only the interconnect"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_hardware(alone, "measured"); }).find("holds only the interconnect"), std::string::npos);
+  std::filesystem::remove_all(dir);
+  const Hardware both = load_hardware("h200-sxm", "auto");
+  EXPECT_NE(both.ceilings_source.find("measured"), std::string::npos);
+  EXPECT_NE(both.interconnect_source.find("h200-sxm.measured.json"), std::string::npos);
+  EXPECT_LT(both.memory_bandwidth, sheet.memory_bandwidth);
 }
 
 TEST(Hardware, DeviceNamesMapToHardware) {
