@@ -1,6 +1,7 @@
 // Google Benchmark over the linear-layer formats (kernels/gemm) at the Llama-3-8B layer shapes
 // (n x k: 4096x4096 q/o, 14336x4096 gate/up, 4096x14336 down, 1024x4096 k/v) and m = 1, 16, 64
-// tokens, plus the 8192^3 GEMM of bf16 against fp8. Counters from the sim/ cost of the launch:
+// tokens, plus the 8192^3 GEMM of bf16 against fp8; the weight-only kernels' split-k candidates and
+// both weight-only kernels (mma, wgmma) beside the plan's rows. Counters from the sim/ cost of the launch:
 //   weight_GB/s   the format's weight bytes (values, scales, metadata) over the median
 //   speedup       cuBLAS bf16 on the same shape and activations (same run) / this format
 //   ideal         the bf16 weight bytes / this format's weight bytes
@@ -17,13 +18,14 @@
 namespace inferlab {
 namespace {
 
-void run(benchmark::State& state, LinearShape s, WeightFormat f, int64_t split_k = 0) {
+void run(benchmark::State& state, LinearShape s, WeightFormat f, int64_t split_k = 0,
+         WeightOnlyKernel kernel = WeightOnlyKernel::automatic) {
   Hardware hw;
   LinearMeasurement m;
   try {
     hw = hardware_of_this_gpu();
     for (auto _ : state) {
-      m = measure_linear(s, f, TimingOptions{}, split_k);
+      m = measure_linear(s, f, TimingOptions{}, split_k, kernel);
       state.SetIterationTime(m.timing.median_s);
     }
   } catch (const std::exception& e) {
@@ -74,6 +76,22 @@ int main(int argc, char** argv) {
           const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
                                    std::to_string(sh[1]) + "/m" + std::to_string(m) + "/split:" + std::to_string(split);
           benchmark::RegisterBenchmark(name.c_str(), [s, f, split](benchmark::State& st) { run(st, s, f, split); })
+              ->Iterations(1)
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+  // The weight-only kernels side by side with the plan's choice (LinearParams::kernel):
+  // linear/<f>/n<n>xk<k>/m<m>/kernel:<mma|wgmma> at m = 1, 8, 16, 32, 64 (a kernel that cannot run here
+  // is a skipped row).
+  for (const auto& sh : shapes)
+    for (int64_t m : {1, 8, 16, 32, 64})
+      for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
+        for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma}) {
+          if (f == WeightFormat::sparse24 && kernel == WeightOnlyKernel::wgmma) continue;
+          const LinearShape s{m, sh[0], sh[1]};
+          const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
+                                   std::to_string(sh[1]) + "/m" + std::to_string(m) + "/kernel:" + weight_only_kernel_name(kernel);
+          benchmark::RegisterBenchmark(name.c_str(), [s, f, kernel](benchmark::State& st) { run(st, s, f, 0, kernel); })
               ->Iterations(1)
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);

@@ -54,6 +54,12 @@ constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}}, {8, {32, 0, 1
                               {8, {64, 0, 128, 375, 0, 48, 0, 19}}, {4, {64, 0, 64, 231, 0, 41, 0, 12}}};
 constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}}, {8, {16, 0, 0, 173, 0, 40, 0, 25}},
                                 {8, {32, 0, 0, 153, 0, 49, 0, 28}}, {4, {32, 0, 0, 147, 0, 45, 0, 16}}};
+// gemm/weight_only_sm90 (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90.cu.o): one unit (a
+// 128-column group of the warp's 16 rows: 8 wgmma k16 steps, the unit's copies issued) for one warp,
+// N = 16, 32, 64 tokens; the steady-state path only (scripts/sass-counts.py counts the loop with the
+// stretch's write-out, taken once or twice a block: 672-2100 instructions). HADD2/HFMA2 are alu here.
+constexpr LoopCounts kWgInt4[] = {{8, 2, 8, 214, 4, 19, 54, 16}, {8, 2, 16, 233, 4, 20, 56, 20}, {8, 2, 32, 246, 4, 22, 55, 16}};
+constexpr LoopCounts kWgInt8[] = {{8, 2, 72, 215, 4, 17, 57, 19}, {8, 2, 80, 223, 4, 18, 50, 15}, {8, 2, 96, 246, 4, 20, 62, 19}};
 // attention/naive softmax_rows (inferlab_kernels.dir/attention/src/attention.cu.o): the first pass
 // (online max and sum) per 4 elements of a row per thread. The second pass (exp, scale, store) is
 // counted from its source: load, subtract, ex2, multiply, convert, store, index and compare.
@@ -326,17 +332,46 @@ int64_t weight_only_smem_bytes(WeightFormat f, int mt, int64_t kb) {
   return 8 * mt * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (kBlockRows + 8 * mt) * 4 : 0);
 }
 
-WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count) {
-  // Tiles (measured reasons: kernels/gemm/NOTES.md): m_tiles: tokens padded to 8, 16, 32 or 64;
+std::string weight_only_kernel_name(WeightOnlyKernel k) {
+  switch (k) {
+    case WeightOnlyKernel::automatic: return "automatic";
+    case WeightOnlyKernel::mma: return "mma";
+    case WeightOnlyKernel::wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
+                                WeightOnlyKernel kernel, bool wgmma_available) {
+  constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
+  const bool wgmma_format = f == WeightFormat::int4 || f == WeightFormat::int8;
+  if (kernel == WeightOnlyKernel::wgmma && !wgmma_format)
+    throw Error("linear: the wgmma weight-only kernel serves int8 and int4 (" + weight_format_name(f) +
+                " runs on the mma kernel)");
+  if (kernel == WeightOnlyKernel::automatic)
+    kernel = wgmma_available && wgmma_format && m >= kWgmmaFromTokens ? WeightOnlyKernel::wgmma : WeightOnlyKernel::mma;
+  WeightOnlyPlan plan;
+  plan.kernel = kernel;
+  plan.row_tiles = ceil_div(n, kBlockRows);
+  if (kernel == WeightOnlyKernel::wgmma) {
+    // One persistent wave: every SM holds blocks_per_sm blocks, each with an equal contiguous share
+    // of the units (a tile's 128-column groups in order, then the next tile's).
+    plan.tokens = weight_only_wgmma_tokens(m);
+    plan.blocks_per_sm = weight_only_wgmma_blocks_per_sm(plan.tokens);
+    plan.stages = weight_only_wgmma_stages(f == WeightFormat::int4, plan.tokens);
+    plan.units = plan.row_tiles * (k / 128);
+    plan.ctas = std::min<int64_t>(plan.units, sm_count * plan.blocks_per_sm);
+    plan.m_tiles = plan.tokens / 8;
+    plan.k_per_block = 128;
+    return plan;
+  }
+  // mma. Tiles (measured reasons: kernels/gemm/NOTES.md): m_tiles: tokens padded to 8, 16, 32 or 64;
   // split_k: the most blocks ((n / 128) x split_k) that still run in ONE wave at the blocks per SM
   // the registers allow, each block's k range a multiple of 128 that divides k, small enough that
   // the X tile and int4's scales leave room for those blocks in the SM's 227 KB of shared memory.
-  constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
-  WeightOnlyPlan plan;
   plan.m_tiles = weight_only_m_tiles(m);
   plan.blocks_per_sm = plan.m_tiles == 1 ? 4 : 2;
   const int64_t units = k / 128;
-  plan.row_tiles = ceil_div(n, kBlockRows);
   const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / plan.blocks_per_sm - (1 << 10));
   const int64_t max_kb = smem_budget / (weight_only_smem_bytes(f, plan.m_tiles, 1024) / 1024 + 1);
   const int64_t capacity = sm_count * plan.blocks_per_sm;
@@ -355,8 +390,51 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   if (split == 0) split = units;
   plan.split_k = int(split);
   plan.k_per_block = k / split;
+  plan.ctas = plan.row_tiles * split;
   return plan;
 }
+
+int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int64_t k) {
+  // Block b starts at unit floor(b·U/B); unit u lies in block floor(((u + 1)·B − 1) / U).
+  const int64_t g = k / 128, u = plan.units, b = plan.ctas;
+  auto block_of = [&](int64_t unit) { return ((unit + 1) * b - 1) / u; };
+  return block_of((tile + 1) * g - 1) - block_of(tile * g) + 1;
+}
+
+namespace {
+
+// weight_only_sm90.cu: 8 warps (2 warpgroups of 64 rows) a block, a persistent grid over units of a
+// 128-row tile by 128 columns; per unit each warp dequantizes its 16 rows into registers and its
+// warpgroup issues 8 wgmma m64nNk16 on X's stage. The tensor cores run the padded N tokens.
+KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
+                                 const Hardware& hw, KernelLaunch kl) {
+  const int ti = plan.tokens == 16 ? 0 : plan.tokens == 32 ? 1 : 2;
+  const LoopCounts& lp = f == WeightFormat::int4 ? kWgInt4[ti] : kWgInt8[ti];
+  kl.kernel = "weight_only_wgmma_kernel";
+  kl.tensor = TensorPath::sm;
+  kl.ctas = plan.ctas;
+  kl.ctas_per_sm = plan.blocks_per_sm;
+  kl.work.tensor_flops = 2.0 * double(plan.tokens) * double(plan.row_tiles * 128) * double(k);
+  kl.work += work_of(lp, 32.0 * 8.0 * double(plan.units));
+  const auto& p = hw.pipes;
+  const double resident = 8.0 * plan.blocks_per_sm;
+  const double cpi = std::max(p.dependent_issue_cycles, resident / p.issue_per_clk);
+  // One block: its share of the units at the warp's issue interval after one round trip fills the
+  // ring; a tile shared with another block adds the atomics' drain, the counter and the read-back.
+  const double units_per_cta = std::ceil(double(plan.units) / double(plan.ctas));
+  kl.cta_cycles = units_per_cta * lp.total() * cpi;
+  double split_cells = 0;
+  for (int64_t t = 0; t < plan.row_tiles; ++t) {
+    const int64_t segs = weight_only_wgmma_segments(plan, t, k);
+    if (segs > 1) split_cells += double(segs) * double(m) * double(std::min<int64_t>(128, n - t * 128));
+  }
+  kl.cta_round_trips = 1 + (split_cells > 0 ? 3 : 0);
+  kl.atomics = split_cells;
+  kl.tail_l2_round_trips = split_cells > 0 ? 1 : 0;
+  return kl;
+}
+
+}  // namespace
 
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw) {
   const Op op = linear_cost(LinearShape{m, n, k}, f);
@@ -377,7 +455,10 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // weight_only.cu: 8 warps of 16 weight rows per block, chunks of 512 packed bytes per warp
   // streamed into registers (kDepth in flight) and dequantized into mma.sync; split-k partial sums
   // by fp32 atomics, the last block of a row tile converts.
-  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count);
+  // The wgmma kernel exists on Hopper only (sm_90a), as the launcher decides on the device.
+  const bool hopper = hw.architecture.rfind("Hopper", 0) == 0;
+  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, WeightOnlyKernel::automatic, hopper);
+  if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
   const int mi = plan.m_tiles == 1 ? 0 : plan.m_tiles == 2 ? 1 : plan.m_tiles == 4 ? 2 : 3;
   const WoLoop& lp = f == WeightFormat::int4 ? kWoInt4[mi] : f == WeightFormat::int8 ? kWoInt8[mi] : kWoSparse[mi];
   const double cols = f == WeightFormat::int4 ? 64 : 32;

@@ -11,6 +11,7 @@
 #include "gpu_test.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <cstring>
 
@@ -36,11 +37,12 @@ int device_sms() {
 
 // Runs one (format, m, n, k) case twice (the second run checks the workspace was left clean) and
 // compares with the reference.
-void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, int64_t split_k = 0) {
+void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, int64_t split_k = 0,
+              WeightOnlyKernel kernel = WeightOnlyKernel::automatic) {
   SCOPED_TRACE(weight_format_name(f) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-               " split_k=" + std::to_string(split_k));
+               " split_k=" + std::to_string(split_k) + " kernel=" + weight_only_kernel_name(kernel));
   const PackedWeight pw = pack_weight(random_weight(n, k, seed, 4, 8.f), n, k, f);
-  LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms(), split_k);
+  LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms(), split_k, kernel);
   const std::vector<double> ref = linear_reference(op.x_seen(), m, pw);
   double ref_norm = 0, round_err = 0;
   for (double v : ref) {
@@ -115,6 +117,41 @@ TEST(LinearGpu, EverySplitOfTheWeightOnlyKernelsMatchesTheReference) {
               linear(op.params(), nullptr);
             }).find("split_k 2 must divide k/128 = 3"),
             std::string::npos);
+}
+
+// The two weight-only kernels (LinearParams::kernel: mma.sync and, on Hopper, wgmma) side by side in one
+// process over the same fresh shapes, each named explicitly whatever the plan would choose: every m the
+// tile paddings distinguish, n a multiple of 16 (not always of 128), k a multiple of 128; and the
+// wgmma kernel's persistent grid where blocks share a tile (stream-k: a tile cut into up to 40 pieces,
+// the last block converting) as well as where one block owns several tiles.
+TEST(LinearGpu, BothWeightOnlyKernelsMatchTheReference) {
+  REQUIRE_GPU();
+  LinearParams probe;
+  probe.format = WeightFormat::int4, probe.m = 16, probe.n = 128, probe.k = 128, probe.kernel = WeightOnlyKernel::wgmma;
+  const std::string wgmma_missing = error_of([&] { plan_linear(probe, device_sms()); });
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 91};
+  const int64_t ms[] = {1, 8, 16, 17, 33, 64};
+  for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma}) {
+    if (kernel == WeightOnlyKernel::wgmma && !wgmma_missing.empty()) {
+      std::printf("wgmma weight-only kernel not run here: %s\n", wgmma_missing.c_str());
+      continue;
+    }
+    for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8, WeightFormat::sparse24}) {
+      if (f == WeightFormat::sparse24 && kernel == WeightOnlyKernel::wgmma) continue;
+      for (int64_t m : ms) {
+        const int64_t n = 16 * (1 + int64_t(rng.next() % 48)), k = 128 * (1 + int64_t(rng.next() % 24));
+        run_case(f, m, n, k, rng.next(), 0, kernel);
+      }
+    }
+    if (kernel == WeightOnlyKernel::mma) continue;
+    for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8}) {
+      run_case(f, 17, 256, 128 * 40, 11, 0, kernel);   // 80 units: a block each, every tile in 40 pieces
+      run_case(f, 64, 4096, 512, 12, 0, kernel);       // 128 units over fewer blocks: whole tiles and cut ones
+      run_case(f, 33, 2048, 1024, 13, 0, kernel);
+    }
+    run_case(WeightFormat::int4, 16, 4096, 4096, 14, 0, kernel);  // the layer shapes of the experiment
+    run_case(WeightFormat::int8, 64, 1024, 4096, 15, 0, kernel);
+  }
 }
 
 TEST(LinearGpu, DenseAndFp8MatchTheReference) {
@@ -227,6 +264,16 @@ TEST(LinearGpu, BadInputIsRejectedBeforeAnyLaunch) {
   p.x = buf;
   p.scales = nullptr;
   EXPECT_NE(err().find("scales"), std::string::npos);
+  // The wgmma weight-only kernel: int8 and int4 on compute capability 9.0, no split_k.
+  p.scales = buf;
+  p.kernel = WeightOnlyKernel::wgmma;
+  EXPECT_NE(err(80).find("wgmma"), std::string::npos);
+  p.split_k = 2;
+  EXPECT_NE(err().find("split_k applies to the mma"), std::string::npos);
+  p.split_k = 0, p.format = WeightFormat::sparse24;
+  EXPECT_NE(err().find("wgmma"), std::string::npos);
+  p.format = WeightFormat::bf16;
+  EXPECT_NE(err().find("names a weight-only kernel"), std::string::npos);
 }
 
 }  // namespace

@@ -44,14 +44,19 @@ void device_facts(int& sms, int& cc) {
 
 }  // namespace
 
-LinearPlan plan_linear(const LinearParams& p, int sm_count) {
+LinearPlan plan_linear(const LinearParams& p, int sm_count, int compute_capability) {
   if (!weight_only(p.format)) return LinearPlan{};
-  return plan_weight_only(p, sm_count);
+  if (compute_capability == 0) {
+    int sms = 0;
+    device_facts(sms, compute_capability);
+  }
+  return plan_weight_only(p, sm_count, compute_capability);
 }
 
 std::size_t linear_workspace_bytes(const LinearParams& p, int sm_count) {
+  (void)sm_count;
   if (!weight_only(p.format)) return 0;
-  return weight_only_workspace_bytes(p, plan_weight_only(p, sm_count));
+  return weight_only_workspace_bytes(p);
 }
 
 void validate_linear(const LinearParams& p, int sm_count, int compute_capability) {
@@ -66,8 +71,13 @@ void validate_linear(const LinearParams& p, int sm_count, int compute_capability
     if (p.m > 64) throw Error(what + "the weight-only kernels serve m <= 64 tokens (the decode regime)");
     if (p.k % 128 != 0) throw Error(what + "the weight-only kernels tile k by 128: k must be a multiple of 128");
     if (p.n > INT32_MAX / 64 || p.k > INT32_MAX / 64) throw Error(what + "too large for the kernel's 32-bit indices");
+    if (p.kernel == WeightOnlyKernel::wgmma && p.split_k != 0)
+      throw Error(what + "split_k applies to the mma weight-only kernel (the wgmma kernel plans its own grid)");
+    plan_weight_only(p, sm_count, compute_capability);  // its refusals (wgmma unavailable, a split that does not fit)
   } else if (p.split_k != 0) {
     throw Error(what + "split_k applies to the weight-only formats (int8, int4, sparse24) only");
+  } else if (p.kernel != WeightOnlyKernel::automatic) {
+    throw Error(what + "kernel " + weight_only_kernel_name(p.kernel) + " names a weight-only kernel (int8, int4, sparse24)");
   }
   if (!p.x || !p.w || !p.y) throw Error(what + "x, w and y must be given");
   if ((p.format == WeightFormat::int4 || p.format == WeightFormat::int8 || p.format == WeightFormat::fp8) && !p.scales)
@@ -88,7 +98,7 @@ void linear(const LinearParams& p, cudaStream_t stream) {
   const std::string label = "linear/" + weight_format_name(p.format);
   NvtxRange range(label.c_str());
   if (weight_only(p.format)) {
-    weight_only_linear(p, plan_weight_only(p, sms), stream);
+    weight_only_linear(p, plan_weight_only(p, sms, cc), stream);
     return;
   }
   const float* w_scale = p.format == WeightFormat::fp8 ? static_cast<const float*>(p.scales) : nullptr;

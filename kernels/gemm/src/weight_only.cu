@@ -30,6 +30,7 @@
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/kernels.h"
+#include "dequant.cuh"
 #include "weight_only.h"
 
 namespace inferlab {
@@ -98,23 +99,6 @@ __device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const
       "{%0,%1,%2,%3}, %12, 0x0;\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(meta));
-}
-
-__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {  // (a & b) | c
-  uint32_t d;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  return d;
-}
-
-// Bytes `byte` and `byte + 1` of w (two's complement int8) as a bf16x2, without the conversion unit:
-// the byte with its sign bit flipped is u = q + 128, the low byte of the float 2^23 + u (bits
-// 0x4B0000uu); subtracting 2^23 + 128 leaves q exactly, and |q| <= 128 is exact in bf16, so the
-// float's upper half is the bf16 (prmt 0x7632 packs the two upper halves).
-__device__ __forceinline__ uint32_t int8x2_to_bf16x2(uint32_t w, int byte) {
-  const uint32_t u = w ^ 0x80808080u;
-  const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650 + byte)) - 8388736.f;
-  const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650 + byte + 1)) - 8388736.f;
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
 
 // X tile element (row, col) in shared memory: rows of KB columns padded by 16 bytes, so that the 8
@@ -344,13 +328,30 @@ void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) 
 
 }  // namespace
 
-LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
-  // The plan is sim/kernels.h plan_weight_only (the model charges the same grid): m_tiles, and the
-  // split_k that keeps the grid in one wave (measured reasons: kernels/gemm/NOTES.md); LinearParams::split_k
-  // picks another (the candidates of that measurement).
-  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count);
+LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_capability) {
+  // The plan is sim/kernels.h plan_weight_only (the model charges the same grid): the kernel by m, and
+  // for mma m_tiles and the split_k that keeps the grid in one wave (measured reasons:
+  // kernels/gemm/NOTES.md); LinearParams::split_k picks another (the candidates of that measurement).
+#ifdef INFERLAB_HAVE_SM90A
+  constexpr bool kWgmmaBuilt = true;
+#else
+  constexpr bool kWgmmaBuilt = false;
+#endif
+  const bool wgmma_here = kWgmmaBuilt && compute_capability == 90;
+  if (p.kernel == WeightOnlyKernel::wgmma && !wgmma_here)
+    throw Error(kWgmmaBuilt ? "linear: the wgmma weight-only kernel needs compute capability 9.0 (this GPU: " +
+                                  std::to_string(compute_capability / 10) + "." + std::to_string(compute_capability % 10) + ")"
+                            : std::string("linear: the wgmma weight-only kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)"));
+  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here);
   LinearPlan plan;
+  plan.kernel = wp.kernel;
   plan.m_tiles = wp.m_tiles;
+  if (wp.kernel == WeightOnlyKernel::wgmma) {
+    plan.tokens = wp.tokens;
+    plan.ctas = wp.ctas;
+    plan.k_per_block = wp.k_per_block;
+    return plan;
+  }
   int64_t split = wp.split_k;
   if (p.split_k != 0) {
     const int64_t units = p.k / 128;
@@ -363,16 +364,20 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count) {
   }
   plan.split_k = int(split);
   plan.k_per_block = p.k / split;
+  plan.ctas = wp.row_tiles * split;
   return plan;
 }
 
-std::size_t weight_only_workspace_bytes(const LinearParams& p, const LinearPlan& plan) {
-  if (plan.split_k <= 1) return 0;
+std::size_t weight_only_workspace_bytes(const LinearParams& p) {
   const std::size_t row_tiles = std::size_t((p.n + kBlockRows - 1) / kBlockRows);
   return (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256 + row_tiles * 4;
 }
 
 void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
+#ifdef INFERLAB_HAVE_SM90A
+  if (plan.kernel == WeightOnlyKernel::wgmma) return weight_only_linear_sm90(p, plan, stream);
+#endif
+  if (plan.kernel != WeightOnlyKernel::mma) throw Error("weight_only_linear: the plan names a kernel this build lacks");
   WoParams wp{};
   wp.x = static_cast<const __nv_bfloat16*>(p.x);
   wp.w = static_cast<const uint4*>(p.w);

@@ -1,5 +1,6 @@
 #pragma once
-// The weight-only / 2:4 kernel family (weight_only.cu), called by linear() for int8, int4, sparse24.
+// The weight-only / 2:4 kernels (weight_only.cu: mma; weight_only_sm90.cu: wgmma), called by linear()
+// for int8, int4, sparse24.
 #include <cstddef>
 
 #include <cuda_runtime.h>
@@ -8,8 +9,15 @@
 
 namespace inferlab {
 
-LinearPlan plan_weight_only(const LinearParams& p, int sm_count);
-std::size_t weight_only_workspace_bytes(const LinearParams& p, const LinearPlan& plan);
+// compute_capability: the device's (major x 10 + minor); the wgmma kernel runs on 90 only.
+LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_capability);
+// Either kernel's: fp32 partial sums [m, n] and a counter per 128-row tile (zero between launches).
+std::size_t weight_only_workspace_bytes(const LinearParams& p);
 void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
+
+#ifdef INFERLAB_HAVE_SM90A
+// weight_only_sm90.cu (built for sm_90a): the wgmma kernel.
+void weight_only_linear_sm90(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
+#endif
 
 }  // namespace inferlab

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "inferlab/roofline/timing.h"
+#include "inferlab/sim/kernels.h"
 #include "inferlab/sim/linear.h"
 
 namespace inferlab {
@@ -20,7 +21,9 @@ struct LinearMeasurement {
 // Throws inferlab::Error naming the problem (unsupported format on this GPU, a shape the format
 // cannot store, not enough device memory) before anything is launched.
 void check_linear_supported(const LinearShape& s, WeightFormat f);
-// split_k: 0 the weight-only kernels' plan, else LinearParams::split_k (a candidate the plan was measured against).
-LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing = {}, int64_t split_k = 0);
+// split_k: 0 the weight-only kernels' plan, else LinearParams::split_k (a candidate the plan was measured against);
+// kernel: LinearParams::kernel (automatic: the plan's by m).
+LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing = {}, int64_t split_k = 0,
+                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic);
 
 }  // namespace inferlab

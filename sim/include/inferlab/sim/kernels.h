@@ -102,17 +102,67 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
 KernelLaunch streaming_kernel(const std::string& name, double bytes, double write_share, double fp32_ops,
                               const Hardware& hw);
 
-// The weight-only kernel's plan (kernels/gemm/src/weight_only.cu uses it): tokens padded to 8·m_tiles,
-// split_k blocks along k per 128-row tile, k_per_block columns each, blocks_per_sm resident.
+// The weight-only kernels, side by side in one process (no environment switches): LinearParams::kernel
+// names one, automatic takes the plan's choice by m (the measured reason beside kWgmmaFromTokens).
+//   mma    weight_only.cu: mma.sync m16n8k16 (2:4: mma.sp m16n8k32), the weight the A operand straight
+//          from registers (16 rows a warp), X staged once per block, split-k; every format, every GPU
+//   wgmma  weight_only_sm90.cu (sm_90a, int8 and int4): the weight dequantized in registers as the A
+//          operand of wgmma m64nNk16 (64 rows a warpgroup, N = the tokens padded to 16, 32 or 64), X the
+//          B operand from swizzled shared memory; weight, X and scales stream through a ring of
+//          shared-memory stages (cp.async); a persistent grid walks (128-row tile, 128-column group)
+//          units in equal contiguous shares (stream-k: a tile cut between two blocks is summed in
+//          fp32 by atomics, the last of its blocks converts)
+enum class WeightOnlyKernel { automatic, mma, wgmma };
+std::string weight_only_kernel_name(WeightOnlyKernel k);
+
+// automatic: the wgmma kernel from this many tokens on (where it is built and the GPU has it, int8 and
+// int4), the mma kernel below. Measured on the H100 (kernels/gemm/NOTES.md, v1), 14336 x 4096 /
+// 4096 x 14336: at m = 16 mma is ahead (int4 28.1 / 27.8 us against 29.9 / 28.2; int8 37.8 / 31.6
+// against 40.9 / 39.7), at m = 32 wgmma (int4 34.7 / 33.1 against 42.5 / 36.9), at m = 64 by 2x.
+constexpr int64_t kWgmmaFromTokens = 17;
+
+// The wgmma kernel's tiles, in one place (weight_only_sm90.cu instantiates them): N tokens per
+// product; blocks of 8 warps (128 rows) resident per SM as the registers allow (ptxas, sm_90a: N = 16
+// and 32 take 96 and 122-125 registers, two blocks; N = 64 takes 164-168, one block: capped at 128 for
+// two it spills); and as many shared-memory stages of one unit (X [N x 128] bf16, the weight's
+// 128 x 128 values, int4's scales) as fit that many blocks, at most 8 (7 units in flight a block).
+constexpr int weight_only_wgmma_tokens(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
+constexpr int weight_only_wgmma_blocks_per_sm(int tokens) { return tokens <= 32 ? 2 : 1; }
+constexpr int64_t weight_only_wgmma_stage_bytes(bool int4, int tokens) {
+  return int64_t(tokens) * 128 * 2 + (int4 ? 128 * 128 / 2 + 128 * 4 : 128 * 128);
+}
+constexpr int weight_only_wgmma_stages(bool int4, int tokens) {
+  const int64_t budget = (227 << 10) / weight_only_wgmma_blocks_per_sm(tokens) - (2 << 10);  // 1 KB alignment, 1 reserved
+  const int64_t fit = budget / weight_only_wgmma_stage_bytes(int4, tokens);
+  return int(fit < 8 ? fit : 8);
+}
+constexpr int64_t weight_only_wgmma_smem_bytes(bool int4, int tokens) {
+  return weight_only_wgmma_stages(int4, tokens) * weight_only_wgmma_stage_bytes(int4, tokens) + 1024;
+}
+
+// The weight-only kernels' plan (kernels/gemm uses it, the model charges the same grid).
+// mma: tokens padded to 8·m_tiles, split_k blocks along k per 128-row tile, k_per_block columns each,
+// blocks_per_sm resident. wgmma: tokens (N), stages, and a persistent grid of ctas blocks over units =
+// row_tiles x k/128; block b takes units [b·units/ctas, (b+1)·units/ctas).
 struct WeightOnlyPlan {
+  WeightOnlyKernel kernel = WeightOnlyKernel::mma;
   int m_tiles = 1;
   int split_k = 1;
   int64_t k_per_block = 0;
   int blocks_per_sm = 4;
   int64_t row_tiles = 1;
+  int tokens = 0;
+  int stages = 0;
+  int64_t units = 0;
+  int64_t ctas = 0;
 };
-WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count);
+// kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
+// 9.0); wgmma for sparse24 is an inferlab::Error naming why.
+WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
+                                WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true);
 int weight_only_m_tiles(int64_t m);
 int64_t weight_only_smem_bytes(WeightFormat f, int m_tiles, int64_t k_per_block);
+// wgmma: the blocks that share row tile `tile` (1: it is summed in registers and stored by one block).
+int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int64_t k);
 
 }  // namespace inferlab

@@ -3,8 +3,10 @@
 // sim/linear.h, behind one params struct and one entry point:
 //   bf16, fp16  cuBLAS (cublasGemmEx): the baseline, GEMV at m = 1 (cuBLAS picks its kernel)
 //   fp8         cuBLASLt, e4m3 X and W with per-tensor scales, bf16 Y (compute capability >= 8.9)
-//   int8, int4  weight-only (weight_only.cu): the packed weight is streamed once and dequantized
-//               in registers into mma.sync with the bf16 activations; never materialized in HBM
+//   int8, int4  weight-only: the packed weight is streamed once and dequantized in registers into the
+//               tensor cores with the bf16 activations, never materialized in HBM: two kernels side by
+//               side (LinearParams::kernel, sim/kernels.h WeightOnlyKernel): mma.sync (weight_only.cu)
+//               and, on Hopper, wgmma (weight_only_sm90.cu), the plan choosing by m
 //   sparse24    2:4 (weight_only.cu): the compressed values and their metadata feed mma.sp, the
 //               sparse tensor cores, directly
 // Plain C++ header: the weight's host-side packing is kernels/gemm/quant.h.
@@ -17,6 +19,7 @@
 
 #include "inferlab/kernels/gemm/quant.h"
 #include "inferlab/sim/dtype.h"
+#include "inferlab/sim/kernels.h"
 #include "inferlab/sim/linear.h"
 
 namespace inferlab {
@@ -38,15 +41,23 @@ struct LinearParams {
   // the grid the model charges); else a candidate it was measured against (it must divide k / 128, with
   // the X slice of a block within its shared memory: plan_linear says so by name).
   int64_t split_k = 0;
+  // Weight-only formats: which kernel runs (automatic: the plan's choice by m, kWgmmaFromTokens);
+  // wgmma where it was not built or the GPU lacks it, or for sparse24, is an inferlab::Error naming why.
+  // split_k applies to the mma kernel only.
+  WeightOnlyKernel kernel = WeightOnlyKernel::automatic;
 };
 
-// How the weight-only kernels cut the problem (tile choices in one place, weight_only.cu).
+// How the weight-only kernels cut the problem (tile choices in one place: sim/kernels.h plan_weight_only).
 struct LinearPlan {
-  int m_tiles = 1;   // n8 tiles of tokens: m padded to 8, 16, 32 or 64
-  int split_k = 1;   // blocks along k per 128-row tile
+  WeightOnlyKernel kernel = WeightOnlyKernel::mma;  // resolved: mma or wgmma
+  int m_tiles = 1;   // mma: n8 tiles of tokens (m padded to 8, 16, 32 or 64)
+  int split_k = 1;   // mma: blocks along k per 128-row tile
   int64_t k_per_block = 0;
+  int tokens = 0;    // wgmma: N of m64nNk16 (m padded to 16, 32 or 64)
+  int64_t ctas = 0;  // wgmma: the persistent grid
 };
-LinearPlan plan_linear(const LinearParams& p, int sm_count);
+// compute_capability: 0 asks the current device (whether the wgmma kernel can run there).
+LinearPlan plan_linear(const LinearParams& p, int sm_count, int compute_capability = 0);
 
 std::size_t linear_workspace_bytes(const LinearParams& p, int sm_count);
 // Everything checkable on the host, before any launch: the format on this GPU (fp8 needs compute
