@@ -11,9 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="$1"
 mkdir -p "$out"
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64"
-if [ -d .gpu/bin ]; then bin=.gpu/bin; export LD_LIBRARY_PATH="$PWD/.gpu/lib:$LD_LIBRARY_PATH"
-else bin=build; fi
+. scripts/gpu-env.sh
+gpu_env "$out"  # CUDA's, the packed and NCCL's libraries on LD_LIBRARY_PATH; bin
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw \
   --format=csv > "$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi not available" > "$out/nvidia-smi.txt"
 status=0

@@ -20,10 +20,16 @@
 #include <thread>
 
 #include "inferlab/kernels/engine/engine.h"
+#ifdef INFERLAB_HAVE_NCCL
+#include "inferlab/kernels/engine/nccl_communicator.h"
+#endif
 #include "inferlab/kernels/engine/reference.h"
 #include "inferlab/kernels/engine/speculative.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/rng.h"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/device_buffer.h"
+#include "inferlab/kernels/gemm/quant.h"
 
 #include "error_of.h"
 
@@ -578,6 +584,48 @@ TEST(EngineGpu, ShardedEngineRefusesAMissingOrMismatchedCommunicator) {
   o.parallel.shard = WeightShard{3, 0, 1, 0};
   EXPECT_NE(error_of([&] { Engine e(em, o); }).find("does not divide the 4 attention heads"), std::string::npos);
 }
+
+#ifdef INFERLAB_HAVE_NCCL
+// The NCCL communicator on this GPU alone (a group of one rank: NCCL refuses two ranks on one device): libnccl
+// opened at run time, every call enqueued on the stream and captured into a CUDA graph, the results exact (an
+// all-reduce of one rank and an all-gather of one are copies). Two-GPU layouts run in experiments/parallel_engine.
+TEST(EngineGpu, NcclCommunicatorOfOneRankRunsInsideAGraph) {
+  REQUIRE_GPU();
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = nccl_communicator(nccl_unique_id(), 0, 1);
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    if (why.find("libnccl.so.2") != std::string::npos) GTEST_SKIP() << why;  // NCCL not installed here
+    throw;
+  }
+  EXPECT_EQ(comm->size(), 1);
+  EXPECT_TRUE(comm->capturable());
+  std::printf("[ engine   ] NCCL %s\n", nccl_version().c_str());
+  const int64_t n = 5120;
+  std::vector<uint16_t> host(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[std::size_t(i)] = bf16_bits(float(i % 97) - 48.f);
+  DeviceBuffer<uint16_t> x(host), gathered(static_cast<std::size_t>(n));
+  cudaStream_t st = nullptr;
+  INFERLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  INFERLAB_CUDA_CHECK(cudaMemsetAsync(gathered.get(), 0xff, std::size_t(n) * 2, st));
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  INFERLAB_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  comm->all_reduce_sum_bf16(x.get(), n, st);
+  comm->all_gather(x.get(), gathered.get(), n * 2, st);
+  INFERLAB_CUDA_CHECK(cudaStreamEndCapture(st, &g));
+  INFERLAB_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+  INFERLAB_CUDA_CHECK(cudaGraphLaunch(exec, st));
+  INFERLAB_CUDA_CHECK(cudaStreamSynchronize(st));
+  EXPECT_EQ(x.download(), host);
+  EXPECT_EQ(gathered.download(), host);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  EXPECT_NE(error_of([&] { nccl_communicator(nccl_unique_id(), 1, 1); }).find("rank 1 of 1"), std::string::npos);
+}
+#endif
 
 }  // namespace
 }  // namespace inferlab
