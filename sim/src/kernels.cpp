@@ -341,6 +341,8 @@ std::string weight_only_kernel_name(WeightOnlyKernel k) {
   return "?";
 }
 
+int64_t wgmma_from_tokens(WeightFormat f) { return f == WeightFormat::int8 ? 33 : 17; }
+
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel, bool wgmma_available) {
   constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
@@ -349,7 +351,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     throw Error("linear: the wgmma weight-only kernel serves int8 and int4 (" + weight_format_name(f) +
                 " runs on the mma kernel)");
   if (kernel == WeightOnlyKernel::automatic)
-    kernel = wgmma_available && wgmma_format && m >= kWgmmaFromTokens ? WeightOnlyKernel::wgmma : WeightOnlyKernel::mma;
+    kernel = wgmma_available && wgmma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma : WeightOnlyKernel::mma;
   WeightOnlyPlan plan;
   plan.kernel = kernel;
   plan.row_tiles = ceil_div(n, kBlockRows);

@@ -10,6 +10,7 @@
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
+#include "inferlab/sim/kernels.h"
 #include "inferlab/sim/linear.h"
 #include "inferlab/sim/model.h"
 #include "inferlab/sim/ops.h"
@@ -286,6 +287,22 @@ TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
   EXPECT_EQ(error_of([&] { step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int4)); }),
             "int4 needs k a multiple of the group size 128, got k=11000");
   EXPECT_NO_THROW(step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int8)));
+}
+
+// automatic picks the weight-only kernel by format and tokens where the compression run measured each ahead
+// (sim/kernels.h wgmma_from_tokens): int4 on wgmma from 17 tokens, int8 from 33, 2:4 always on mma, and
+// mma wherever the wgmma kernel is not built or the GPU lacks it.
+TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
+  auto pick = [](WeightFormat f, int64_t m, bool wgmma = true) {
+    return plan_weight_only(f, m, 14336, 4096, 132, WeightOnlyKernel::automatic, wgmma).kernel;
+  };
+  EXPECT_EQ(pick(WeightFormat::int4, 16), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::int4, 17), WeightOnlyKernel::wgmma);
+  EXPECT_EQ(pick(WeightFormat::int8, 32), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::int8, 33), WeightOnlyKernel::wgmma);
+  EXPECT_EQ(pick(WeightFormat::int8, 64), WeightOnlyKernel::wgmma);
+  EXPECT_EQ(pick(WeightFormat::sparse24, 64), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::int4, 64, false), WeightOnlyKernel::mma);
 }
 
 }  // namespace

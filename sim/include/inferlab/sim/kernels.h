@@ -103,7 +103,7 @@ KernelLaunch streaming_kernel(const std::string& name, double bytes, double writ
                               const Hardware& hw);
 
 // The weight-only kernels, side by side in one process (no environment switches): LinearParams::kernel
-// names one, automatic takes the plan's choice by m (the measured reason beside kWgmmaFromTokens).
+// names one, automatic takes the plan's choice by m (the measured reason beside wgmma_from_tokens).
 //   mma    weight_only.cu: mma.sync m16n8k16 (2:4: mma.sp m16n8k32), the weight the A operand straight
 //          from registers (16 rows a warp), X staged once per block, split-k; every format, every GPU
 //   wgmma  weight_only_sm90.cu (sm_90a, int8 and int4): the weight dequantized in registers as the A
@@ -116,10 +116,12 @@ enum class WeightOnlyKernel { automatic, mma, wgmma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
 
 // automatic: the wgmma kernel from this many tokens on (where it is built and the GPU has it, int8 and
-// int4), the mma kernel below. Measured on the H100 (kernels/gemm/NOTES.md, v1), 14336 x 4096 /
-// 4096 x 14336: at m = 16 mma is ahead (int4 28.1 / 27.8 us against 29.9 / 28.2; int8 37.8 / 31.6
-// against 40.9 / 39.7), at m = 32 wgmma (int4 34.7 / 33.1 against 42.5 / 36.9), at m = 64 by 2x.
-constexpr int64_t kWgmmaFromTokens = 17;
+// int4), the mma kernel below. Measured on the H100 (kernels/gemm/NOTES.md, v1; compression, 2026-11-24):
+//   int4  from 17: at m = 16 mma is ahead (28.1 / 27.8 us against 29.9 / 28.2 on 14336 x 4096 / 4096 x 14336),
+//         at m = 32 wgmma (34.7 / 33.4 against 42.5 / 36.9; equal on 4096 x 4096), at m = 64 by 2x;
+//   int8  from 33: at m = 32 mma is still ahead (4096 x 4096 0.81x cuBLAS against wgmma's 0.71x, 4096 x 14336
+//         40.7 against 42.8 us), at m = 64 wgmma (0.83 / 0.94x against 0.51 / 0.53x).
+int64_t wgmma_from_tokens(WeightFormat f);  // 33 for int8, 17 for int4
 
 // The wgmma kernel's tiles, in one place (weight_only_sm90.cu instantiates them): N tokens per
 // product; blocks of 8 warps (128 rows) resident per SM as the registers allow (ptxas, sm_90a: N = 16

@@ -41,7 +41,7 @@ struct LinearParams {
   // the grid the model charges); else a candidate it was measured against (it must divide k / 128, with
   // the X slice of a block within its shared memory: plan_linear says so by name).
   int64_t split_k = 0;
-  // Weight-only formats: which kernel runs (automatic: the plan's choice by m, kWgmmaFromTokens);
+  // Weight-only formats: which kernel runs (automatic: the plan's choice by m, wgmma_from_tokens);
   // wgmma where it was not built or the GPU lacks it, or for sparse24, is an inferlab::Error naming why.
   // split_k applies to the mma kernel only.
   WeightOnlyKernel kernel = WeightOnlyKernel::automatic;
