@@ -57,11 +57,11 @@ constexpr FamilyBound kBounds[] = {
     {"linear fp8", 0.21, "cuBLASLt fixed cost at 1024x4096, as bf16; the 8192^3 GEMM 20% (measured again on 2026-11-24: 0.19 -> 0.20 between runs)"},
     // Raised on 2026-11-24 when the wgmma weight-only kernel replaced the mma one from 17 tokens (compression
     // re-measured: int4 at m = 64 0.47x -> 0.95-1.03x cuBLAS); the bounds were the mma kernel's (0.66, 0.52, 0.58).
-    {"linear int4", 0.72,
-     "the wgmma kernel (m >= 17) predicted up to 1.7x fast: each block spends ~1.6 us a 128 x 128 unit at every "
-     "token count, above its SASS instruction count and its share of the bandwidth, and the cause is not named "
-     "(kernels/gemm/NOTES.md); 1024x4096 at m = 64 is the worst (8 row tiles, few blocks)"},
-    {"linear int8", 0.70, "as int4 (the wgmma kernel's unnamed per-unit cost)"},
+    {"linear int4", 0.68,
+     "the wgmma kernel (m >= 17) predicted up to 1.7x fast: ncu of one m = 64 launch shows it latency-bound, one "
+     "block an SM (168 registers, 201 KB shared) leaving two warps a scheduler that issue every 6.15 cycles, where "
+     "the model issues at the SM's rate (kernels/gemm/NOTES.md); 1024x4096 at m = 64 is the worst"},
+    {"linear int8", 0.69, "as int4 (the wgmma kernel from 33 tokens)"},
     {"linear sparse24", 0.62,
      "the mma.sp kernel at m = 64 predicted up to 1.6x fast with the measured L2 reduction rate: the cost beyond the "
      "atomics is not named (measured again on 2026-11-24: 0.58 -> 0.60 between runs)"},
