@@ -15,6 +15,7 @@ mkdir -p .gpu/bin .gpu/lib
 cp build/inferlab .gpu/bin/
 [ -x build/inferlab_engine_logits ] && cp build/inferlab_engine_logits .gpu/bin/
 [ -x build/inferlab-cuda ] && cp build/inferlab-cuda .gpu/bin/  # what `inferlab` hands measuring verbs to
+[ -x build/inferlab_collectives ] && cp build/inferlab_collectives .gpu/bin/  # NCCL sweeps (scripts/gpu-parallel.sh)
 for b in build/inferlab_bench_*; do [ -x "$b" ] && cp "$b" .gpu/bin/; done
 find build/tests -maxdepth 1 -type f -perm -u+x -name 'inferlab_*_tests' -exec cp {} .gpu/bin/ \;
 for bin in .gpu/bin/*; do
