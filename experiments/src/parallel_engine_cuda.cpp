@@ -18,6 +18,7 @@
 #include "inferlab/kernels/engine/nccl_communicator.h"
 #endif
 #include "inferlab/roofline/gpu_info.h"
+#include "inferlab/roofline/timing.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/rng.h"
 #include "measurers.h"
@@ -197,11 +198,6 @@ Layout& layout_for(const ParallelEngineConfig& c) {
   return *l;
 }
 
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[std::size_t(q * double(v.size() - 1) + 0.5)];
-}
-
 }  // namespace
 
 ParallelEngineMeasurement measure_parallel_engine(const ParallelEngineConfig& c) {
@@ -258,7 +254,6 @@ ParallelEngineMeasurement measure_parallel_engine(const ParallelEngineConfig& c)
   };
   std::vector<double> walls;
   std::vector<Clock::time_point> t0(static_cast<std::size_t>(n)), t1(static_cast<std::size_t>(n));
-  double gpu = 0;
   bool graphs = false;
   const int64_t total = c.warmup + c.repeats;
   std::vector<double> gpus;
@@ -285,7 +280,6 @@ ParallelEngineMeasurement measure_parallel_engine(const ParallelEngineConfig& c)
     gpus.push_back(rank_gpu[std::size_t((L.pp - 1) * L.tp)]);
     graphs = std::all_of(rank_graph.begin(), rank_graph.end(), [](uint8_t g) { return g != 0; });
   }
-  gpu = quantile(gpus, 0.5);
   ParallelEngineMeasurement m;
   // What one all-reduce of this step's activations costs inside a CUDA graph (as the decode steps replay
   // them) and launched alone (as the prefill steps issue them): 32 back to back, per call.
@@ -322,7 +316,7 @@ ParallelEngineMeasurement measure_parallel_engine(const ParallelEngineConfig& c)
           INFERLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
           if (rep > 0) v.push_back(double(ms) * 1e-3 / kCalls);
         }
-        return quantile(v, 0.5);
+        return summarize(v).median_s;
       };
       in_graph[std::size_t(r)] = timed([&] { INFERLAB_CUDA_CHECK(cudaGraphLaunch(exec, st)); });
       eager[std::size_t(r)] = timed([&] {
@@ -338,10 +332,10 @@ ParallelEngineMeasurement measure_parallel_engine(const ParallelEngineConfig& c)
     m.allreduce_graph_s = *std::max_element(in_graph.begin(), in_graph.end());
     m.allreduce_eager_s = *std::max_element(eager.begin(), eager.end());
   }
-  m.step_s = quantile(walls, 0.5), m.p10_s = quantile(walls, 0.1), m.p90_s = quantile(walls, 0.9);
-  m.gpu_s = gpu;
+  const Timing wall = summarize(walls);
+  m.step_s = wall.median_s, m.p10_s = wall.p10_s, m.p90_s = wall.p90_s;
+  m.gpu_s = summarize(gpus).median_s;
   m.graphs = graphs;
-  m.communicator = c.communicator;
   m.device = detect_gpu().name;
   return m;
 }

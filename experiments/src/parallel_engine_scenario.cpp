@@ -66,6 +66,9 @@ std::vector<Row> parallel_engine_rows(const ParallelEngineConfig& c, const std::
   const std::string layout = "TP" + std::to_string(c.par.tp) + " PP" + std::to_string(c.par.pp) +
                              (c.par.pp > 1 ? " m" + std::to_string(c.par.microbatches) : "");
   auto v = [&](double x) { return m ? num(x) : std::string(); };
+  const CommOp* allreduce = nullptr;  // one of the step's per-layer all-reduces, as sim/parallel charged it
+  for (const CommOp& op : p.stages[p.slowest].comm)
+    if (op.name == "attn_allreduce") allreduce = &op;
   Row r{{"layout", layout},
         {"tp", num(c.par.tp)},
         {"pp", num(c.par.pp)},
@@ -84,10 +87,7 @@ std::vector<Row> parallel_engine_rows(const ParallelEngineConfig& c, const std::
         {"predicted_send_s", num(p.send_s)},
         {"predicted_bubble_s", num(p.bubble_s)},
         {"comm_share", num(p.comm_share())},
-        {"predicted_allreduce_s", c.par.tp > 1 ? num(collective_time(Collective::all_reduce,
-                                                                     double(c.microbatch().tokens() * c.config.hidden * 2),
-                                                                     c.par.tp, p.link))
-                                               : ""},
+        {"predicted_allreduce_s", allreduce ? num(allreduce->time_s) : ""},
         {"measured_allreduce_graph_s", m && m->allreduce_graph_s > 0 ? num(m->allreduce_graph_s) : ""},
         {"measured_allreduce_eager_s", m && m->allreduce_eager_s > 0 ? num(m->allreduce_eager_s) : ""},
         {"link", p.link.name},

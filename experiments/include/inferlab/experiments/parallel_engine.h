@@ -50,7 +50,7 @@ struct ParallelEngineMeasurement {
   // tp > 1 over NCCL: one all-reduce of the step's activations (a micro-batch's tokens x hidden, bf16)
   // on the same communicators, per call of 32 back to back: replayed in a CUDA graph, and launched eagerly.
   double allreduce_graph_s = 0, allreduce_eager_s = 0;
-  std::string device, communicator;
+  std::string device;
 };
 
 ParallelEngineConfig parallel_engine_config(const Params& p);
