@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
                                                    {FlashKernel::mma, MmaTile::bm128_bn32_w4},
                                                    {FlashKernel::mma, MmaTile::bm64_bn64_w4},
                                                    {FlashKernel::mma, MmaTile::bm128_bn64_w8},
-                                                   {FlashKernel::wgmma, MmaTile::planned}};
+                                                   {FlashKernel::wgmma, MmaTile::planned},
+                                                   {FlashKernel::overlapped, MmaTile::planned}};
   for (const auto& [kernel, tile] : rungs)
     for (bool causal : {false, true})
       for (int64_t seq : {1024, 4096, 16384}) {

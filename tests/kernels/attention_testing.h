@@ -215,7 +215,8 @@ std::vector<Values<DT>> random_tokens(const std::vector<int32_t>& lens, int64_t 
 // The flash ladder's rungs (attention.h FlashOptions): the mma.sync kernel with its planned tile and each
 // head-dim-128 candidate, then, where this GPU runs it, the wgmma kernel and the same with its persistent
 // grid squeezed to `squeezed_ctas` CTAs (every CTA takes many work items). Says which rung was left out.
-inline std::vector<FlashOptions> flash_rungs(int squeezed_ctas) {
+// varlen: the rungs that run the varlen prefill (the overlapped kernel is dense only).
+inline std::vector<FlashOptions> flash_rungs(int squeezed_ctas, bool varlen = false) {
   std::vector<FlashOptions> rungs;
   for (MmaTile t : {MmaTile::planned, MmaTile::bm128_bn32_w4, MmaTile::bm64_bn64_w4, MmaTile::bm128_bn64_w8})
     rungs.push_back(FlashOptions{FlashKernel::mma, t, 0});
@@ -223,6 +224,10 @@ inline std::vector<FlashOptions> flash_rungs(int squeezed_ctas) {
     resolve_flash_kernel(FlashOptions{FlashKernel::wgmma, MmaTile::planned, 0});
     rungs.push_back(FlashOptions{FlashKernel::wgmma, MmaTile::planned, 0});
     rungs.push_back(FlashOptions{FlashKernel::wgmma, MmaTile::planned, squeezed_ctas});
+    if (!varlen) {
+      rungs.push_back(FlashOptions{FlashKernel::overlapped, MmaTile::planned, 0});
+      rungs.push_back(FlashOptions{FlashKernel::overlapped, MmaTile::planned, squeezed_ctas});
+    }
   } catch (const std::exception& e) {
     std::printf("[ flash    ] the wgmma rung is not run here: %s\n", e.what());
   }

@@ -215,13 +215,17 @@ TEST(AttentionGpu, PersistentSchedulerHandsBlocksSeveralItems) {
 
 // Every rung of the flash ladder, side by side in one process, over the same shapes: the mma.sync kernel
 // with its planned tile and each candidate tile (head dim 128), the wgmma kernel where the GPU has it, and
-// the wgmma kernel's persistent scheduler squeezed to 3 CTAs (every CTA takes many work items).
+// the wgmma kernel's persistent scheduler squeezed to 3 CTAs (every CTA takes many work items), and the
+// overlapped kernel (TMA, softmax beside P V) the same two ways. The shapes: partial tiles, s_q < s_k,
+// s_q > s_k causal (query tiles that see no key: work items with no key tile), many key tiles (the
+// overlapped kernel's steady state), MQA.
 TEST(AttentionGpu, EveryFlashRungMatchesTheReference) {
   REQUIRE_GPU();
   auto rng = seeded_rng();
   for (const FlashOptions& f : testing::flash_rungs(3))
     for (Case c : {Case{DType::bf16, 2, 8, 2, 200, 200, 128, true}, Case{DType::fp16, 1, 4, 4, 77, 301, 128, false},
-                   Case{DType::bf16, 1, 8, 1, 129, 129, 64, true}}) {
+                   Case{DType::bf16, 1, 8, 1, 129, 129, 64, true}, Case{DType::bf16, 1, 4, 2, 300, 100, 128, true},
+                   Case{DType::fp16, 1, 4, 1, 1031, 1031, 128, false}, Case{DType::bf16, 2, 2, 1, 700, 700, 64, true}}) {
       if (f.mma_tile != MmaTile::planned && c.head_dim != 128) continue;
       c.flash = f;
       run(c, rng);
@@ -296,6 +300,10 @@ TEST(AttentionGpu, FlashRungsRefuseWhatTheyCannotRun) {
   if (resolve_flash_kernel(FlashOptions{}) == FlashKernel::wgmma) {
     p.flash = FlashOptions{FlashKernel::automatic, MmaTile::bm64_bn64_w4, 0};
     EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("needs the mma kernel"),
+              std::string::npos);
+    p.flash = FlashOptions{FlashKernel::overlapped, MmaTile::planned, 0};
+    p.q = static_cast<const char*>(p.q) + 2;  // TMA reads 16-byte aligned rows only
+    EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("16-byte aligned"),
               std::string::npos);
   }
 }

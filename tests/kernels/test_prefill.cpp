@@ -305,7 +305,7 @@ TEST(PrefillGpu, EdgeMixes) {
 TEST(PrefillGpu, EveryFlashRungMatchesTheReference) {
   REQUIRE_GPU();
   auto rng = seeded_rng();
-  for (const FlashOptions& f : testing::flash_rungs(2)) {
+  for (const FlashOptions& f : testing::flash_rungs(2, /*varlen=*/true)) {
     run({DType::bf16, 8, 2, 128, KvLayout::paged, 16, true, {{0, 129}, {5, 1}, {300, 2}, {7, 300}}, f}, rng);
     run({DType::fp16, 4, 4, 128, KvLayout::contiguous, 0, false, {{128, 128}, {3, 77}}, f}, rng);
     if (f.mma_tile == MmaTile::planned)
@@ -474,6 +474,8 @@ TEST(PrefillGpu, UniformBatchIsBitwiseTheDenseFlashKernel) {
     a.v = dv.get();
     a.o = d_o.get();
     a.lse = d_lse.get();
+    // The kernel the varlen prefill runs (it has no overlapped mode), forced on the dense side too.
+    a.flash.kernel = resolve_flash_kernel(FlashOptions{}) == FlashKernel::mma ? FlashKernel::mma : FlashKernel::wgmma;
     attention_forward(a, AttentionVariant::flash, nullptr);
 
     std::vector<int32_t> q_start, lens(static_cast<std::size_t>(B), static_cast<int32_t>(L));
@@ -517,6 +519,10 @@ TEST(PrefillGpu, UniformBatchIsBitwiseTheDenseFlashKernel) {
           lse_diff += std::memcmp(&dense_lse[std::size_t((b * H + h) * n + i)], &varlen_lse[std::size_t((b * n + i) * H + h)],
                                   sizeof(float)) != 0;
     EXPECT_EQ(lse_diff, 0) << "LSE entries differ";
+    if (a.flash.kernel == FlashKernel::wgmma) {
+      p.flash.kernel = FlashKernel::overlapped;
+      EXPECT_NE(error_of([&] { prefill_attention(p, nullptr); }).find("dense attention only"), std::string::npos);
+    }
   }
 }
 

@@ -194,13 +194,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// One online-softmax step over the score accumulators of one m16 tile of mma.sync (rows g and g + 8;
-// a quad of lanes shares a row): s[n][4] holds this lane's scores of NS n-tiles (raw Q K^T; turned
-// into P = 2^(s * scale_log2 - m) in place), m[2] the running row maxima (log2 units), l[2] this
-// lane's partial row sums (the quad is summed at the end), acc[NO][4] the O accumulators, rescaled.
-template <int NS, int NO>
-__device__ __forceinline__ void online_softmax_step(float (&s)[NS][4], float (&m)[2], float (&l)[2],
-                                                    float (&acc)[NO][4], float scale_log2) {
+// One online-softmax step over the score accumulators of one m16 tile (mma.sync's rows g and g + 8,
+// or wgmma's rows of a warp's 16; a quad of lanes shares a row): s[n][4] holds this lane's scores of
+// NS n-tiles (raw Q K^T; turned into P = 2^(s * scale_log2 - m) in place), m[2] the running row
+// maxima (log2 units), l[2] this lane's partial row sums (the quad is summed at the end), alpha[2]
+// = 2^(m_old - m_new), the factor by which O accumulated so far must shrink.
+template <int NS>
+__device__ __forceinline__ void online_softmax_rows(float (&s)[NS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                    float scale_log2) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float mx = m[half];
@@ -209,7 +210,7 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NS][4], float (&m
     mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
     const float base = mx == -INFINITY ? 0.f : mx;
-    const float alpha = fast_exp2(m[half] - base);
+    alpha[half] = fast_exp2(m[half] - base);
     m[half] = mx;
     float sum = 0.f;
 #pragma unroll
@@ -220,13 +221,26 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NS][4], float (&m
         s[n][2 * half + e] = pv;
         sum += pv;
       }
-    l[half] = l[half] * alpha + sum;
-#pragma unroll
-    for (int n = 0; n < NO; ++n) {
-      acc[n][2 * half] *= alpha;
-      acc[n][2 * half + 1] *= alpha;
-    }
+    l[half] = l[half] * alpha[half] + sum;
   }
+}
+
+// O accumulators in the same layout (NO n-tiles of 4) scaled by alpha of their row.
+template <int NO>
+__device__ __forceinline__ void rescale_rows(float (&acc)[NO][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] *= alpha[e >> 1];
+}
+
+// The step as the mma.sync kernel takes it: softmax, then O rescaled at once.
+template <int NS, int NO>
+__device__ __forceinline__ void online_softmax_step(float (&s)[NS][4], float (&m)[2], float (&l)[2],
+                                                    float (&acc)[NO][4], float scale_log2) {
+  float alpha[2];
+  online_softmax_rows(s, m, l, alpha, scale_log2);
+  rescale_rows(acc, alpha);
 }
 
 // The log-sum-exp of (sequence s, head h), bh = s * heads + h: dense [batch, heads, seq_q], varlen

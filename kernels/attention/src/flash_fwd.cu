@@ -313,6 +313,7 @@ const char* flash_kernel_name(FlashKernel k) {
     case FlashKernel::automatic: return "automatic";
     case FlashKernel::mma: return "mma";
     case FlashKernel::wgmma: return "wgmma";
+    case FlashKernel::overlapped: return "overlapped";
   }
   return "?";
 }
@@ -335,12 +336,13 @@ FlashKernel resolve_flash_kernel(const FlashOptions& o) {
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   const bool sm90 = major == 9 && minor == 0;
-  if (o.kernel == FlashKernel::wgmma) {
-    if (!kWgmmaBuilt) throw Error("attention/flash: the wgmma kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
+  if (o.kernel == FlashKernel::wgmma || o.kernel == FlashKernel::overlapped) {
+    const std::string name = flash_kernel_name(o.kernel);
+    if (!kWgmmaBuilt) throw Error("attention/flash: the " + name + " kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
     if (!sm90)
-      throw Error("attention/flash: the wgmma kernel needs compute capability 9.0; device " + std::to_string(device) +
+      throw Error("attention/flash: the " + name + " kernel needs compute capability 9.0; device " + std::to_string(device) +
                   " is " + std::to_string(major) + "." + std::to_string(minor));
-    return FlashKernel::wgmma;
+    return o.kernel;
   }
   return kWgmmaBuilt && sm90 ? FlashKernel::wgmma : FlashKernel::mma;
 }
@@ -350,6 +352,7 @@ void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
   check_options(a.flash, a.head_dim, k);
 #ifdef INFERLAB_HAVE_SM90A
   if (k == FlashKernel::wgmma) return launch_flash_forward_sm90(a, stream);
+  if (k == FlashKernel::overlapped) return launch_flash_forward_overlap(a, stream);
 #endif
   with_mma_tile(a.flash.mma_tile, a.head_dim, [&](auto tile) { dispatch_dtype<decltype(tile)>(a, stream); });
 }
@@ -357,6 +360,8 @@ void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
 void launch_flash_prefill(const PrefillParams& a, cudaStream_t stream) {
   const FlashKernel k = resolve_flash_kernel(a.flash);
   check_options(a.flash, a.head_dim, k);
+  if (k == FlashKernel::overlapped)
+    throw Error("attention/prefill: the overlapped flash kernel runs dense attention only (use wgmma or mma)");
 #ifdef INFERLAB_HAVE_SM90A
   if (k == FlashKernel::wgmma) return launch_flash_prefill_sm90(a, stream);
 #endif

@@ -41,12 +41,11 @@
 #include <mutex>
 #include <string>
 
-#include "flash_common.cuh"
 #include "flash_fwd.h"
+#include "flash_sm90_common.cuh"
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/sim/error.h"
-#include "wgmma.h"
 
 namespace inferlab {
 namespace {
@@ -72,32 +71,6 @@ __device__ __forceinline__ uint32_t sw128(int r, int c, int rows) {
   return uint32_t((c >> 6) * rows * 128 + r * 128 + ((((c & 63) >> 3) ^ (r & 7)) << 4) + ((c & 7) << 1));
 }
 
-// wgmma shared-memory matrix descriptor, 128-byte swizzle.
-__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-// Arrives on `bar` once all of this thread's earlier cp.async copies have landed.
-__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-
 // Copies a [ROWS x D] tile into 128-byte-swizzled shared memory; the producer warpgroup's threads
 // share the work; rows at or past rows_valid are zero-filled.
 template <class Cfg, int ROWS, class T>
@@ -110,55 +83,6 @@ __device__ __forceinline__ void load_tile_sw128(uint8_t* smem, const T* g, int64
     const bool ok = r < rows_valid;
     cp_async_16(smem + sw128(r, col, ROWS), ok ? g + r * stride + col : g, ok);
   }
-}
-
-template <class T, int N>
-__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if constexpr (N == 64) wgmma::ss_Bf16_n64(d, a, b, scale_d); else wgmma::ss_Bf16_n128(d, a, b, scale_d);
-  } else {
-    if constexpr (N == 64) wgmma::ss_F16_n64(d, a, b, scale_d); else wgmma::ss_F16_n128(d, a, b, scale_d);
-  }
-}
-template <class T, int N>
-__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if constexpr (N == 64) wgmma::rs_Bf16_n64_tb(d, a, b); else wgmma::rs_Bf16_n128_tb(d, a, b);
-  } else {
-    if constexpr (N == 64) wgmma::rs_F16_n64_tb(d, a, b); else wgmma::rs_F16_n128_tb(d, a, b);
-  }
-}
-
-// Dense: work item w (in the order items are taken) -> (query block, batch x head): batch x head
-// runs slowest and, within it, query blocks from the last (longest causal rows) to the first, so
-// items that share K/V run at the same time (L2 reuse) and the long ones start first.
-struct WorkItem {
-  int m_block, bh;
-};
-__device__ __forceinline__ WorkItem work_item(int w, int m_blocks) { return {m_blocks - 1 - w % m_blocks, w / m_blocks}; }
-
-// A work item as the leading producer publishes it in shared memory: query tile m_block of
-// sequence seq (dense: the batch index) for query head h, and (varlen) that sequence's first q/o
-// row and lengths. seq < 0: no more work.
-struct Item {
-  int seq, h, m_block, seq_q, seq_k, unused;
-  int64_t q_row;
-};
-static_assert(sizeof(Item) == 32, "two slots in the 128 bytes after the mbarriers");
-
-template <FlashMode kMode>
-__device__ __forceinline__ SeqSpan item_span(const Item& it, const FlashParams& p) {
-  if constexpr (kMode == FlashMode::dense) return {int64_t(it.seq) * p.seq_q, p.seq_q, p.seq_k};
-  else return {it.q_row, it.seq_q, it.seq_k};
-}
-
-// K/V tiles an item reads: causal ones stop at the diagonal of its last query row.
-template <class Cfg, bool kCausal, FlashMode kMode>
-__device__ __forceinline__ int kv_tiles(const FlashParams& p, const SeqSpan& sp, int m_block) {
-  const int seq_q = queries<kMode>(p, sp), seq_k = keys<kMode>(p, sp);
-  int n_end = seq_k;
-  if (kCausal) n_end = min(seq_k, (m_block + 1) * Cfg::BM + seq_k - seq_q);
-  return n_end > 0 ? (n_end + Cfg::BN - 1) / Cfg::BN : 0;
 }
 
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(128) : "memory"); }
@@ -189,40 +113,6 @@ __device__ __forceinline__ void build_tile_prefix(const FlashParams& p, int* til
     }
   }
   producer_sync();
-}
-
-// The item taken w-th (the leading producer only). Varlen: head slowest, then the launch's query
-// tiles in sequence order, each sequence's from its last (longest causal rows) to its first.
-template <FlashMode kMode>
-__device__ __forceinline__ Item take_item(const FlashParams& p, int w, int m_blocks, int items, const int* tile_end) {
-  Item it{};
-  if (w >= items) {
-    it.seq = -1;
-    return it;
-  }
-  if constexpr (kMode == FlashMode::dense) {
-    const WorkItem wi = work_item(w, m_blocks);
-    it.seq = wi.bh / p.heads;
-    it.h = wi.bh % p.heads;
-    it.m_block = wi.m_block;
-  } else {
-    const int tiles = tile_end[p.sequences - 1];  // > 0: items = tiles x heads > w
-    it.h = w / tiles;
-    const int t = w - it.h * tiles;
-    int lo = 0, hi = p.sequences - 1;  // the first sequence whose tiles end past t
-    while (lo < hi) {
-      const int mid = (lo + hi) >> 1;
-      if (tile_end[mid] > t) hi = mid;
-      else lo = mid + 1;
-    }
-    it.seq = lo;
-    it.m_block = tile_end[lo] - 1 - t;  // the sequence's tiles counted from its last
-    const SeqSpan sp = seq_span<kMode>(p, lo);
-    it.q_row = sp.q_row;
-    it.seq_q = sp.seq_q;
-    it.seq_k = sp.seq_k;
-  }
-  return it;
 }
 
 // counters[0]: the next item to take, less gridDim.x (every block's first item is its index).
@@ -329,7 +219,6 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   const int my_row = wg * 64 + warp * 16 + g;  // + 8 * half
-  constexpr float kLn2 = 0.6931471805599453f;
   int it = 0;
   for (int k = 0;; ++k) {
     const int slot = k & 1;
@@ -354,75 +243,20 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
 
       // S = Q K_j^T for this warpgroup's 64 rows.
       float s[BN / 2];
-      const uint32_t k_addr = smem_addr(sK(stage));
-      wgmma::fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        const uint32_t a = q_addr + uint32_t((ks * 16 / 64) * BM * 128 + (ks * 16 % 64) * 2);
-        const uint32_t bk = k_addr + uint32_t((ks * 16 / 64) * BN * 128 + (ks * 16 % 64) * 2);
-        mma_ss<T, BN>(s, desc(a, 16, 1024), desc(bk, 16, 1024), ks > 0);
-      }
-      wgmma::commit();
+      issue_qk<T, D, BM, BN>(s, q_addr, smem_addr(sK(stage)));
       wgmma::wait<0>();
       wgmma::fence_operand(s);
       if (j + 1 == n) mbar_arrive(&q_empty[slot]);  // Q is not read again for this item
 
-      const int col0 = j * BN;
-      if (col0 + BN > keys<kMode>(p, sp) || (kCausal && col0 + BN - 1 > row0 + offset)) {
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int col = col0 + i * 8 + 2 * t + (e & 1);
-            const int row = row0 + my_row + 8 * (e >> 1);
-            if (col >= keys<kMode>(p, sp) || (kCausal && col > row + offset)) s[4 * i + e] = -INFINITY;
-          }
-      }
-
-      // Online softmax, rows my_row (half 0) and my_row + 8 (half 1); a quad of lanes shares a row.
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = m_i[half];
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
-          mx = fmaxf(mx, fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]) * p.scale_log2);
-        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
-        const float base = mx == -INFINITY ? 0.f : mx;
-        const float alpha = fast_exp2(m_i[half] - base);
-        m_i[half] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pv = fast_exp2(s[4 * i + 2 * half + e] * p.scale_log2 - base);
-            s[4 * i + 2 * half + e] = pv;
-            sum += pv;
-          }
-        l_i[half] = l_i[half] * alpha + sum;
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-          acc_o[4 * i + 2 * half] *= alpha;
-          acc_o[4 * i + 2 * half + 1] *= alpha;
-        }
-      }
+      mask_scores<BN, kCausal>(s, j * BN, row0 + my_row, keys<kMode>(p, sp), offset, t);
+      float alpha[2];
+      online_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
+      rescale_rows(tiles_of(acc_o), alpha);
 
       // O += P V_j: P's k-step kk is the accumulator of S's n-tiles 2kk and 2kk+1.
       uint32_t pa[BN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        pa[kk][0] = Mma<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
-        pa[kk][1] = Mma<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = Mma<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = Mma<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-      const uint32_t v_addr = smem_addr(sV(stage));
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        mma_rs<T, D>(acc_o, pa[kk], desc(v_addr + uint32_t(kk * 16 * 128), uint32_t(BN * 128), 1024));
-      wgmma::commit();
+      pack_p<T, BN>(pa, s);
+      issue_pv<T, D, BN>(acc_o, pa, smem_addr(sV(stage)));
       wgmma::wait<0>();
       wgmma::fence_operand(acc_o);
       mbar_arrive(&empty[stage]);  // this thread is done with tile j's buffers
@@ -434,37 +268,12 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     const int64_t q_row = item_span<kMode>(wi, p).q_row;  // dense: recomputed, not held across the loop
     T* og = static_cast<T*>(p.o) + (q_row + row0) * q_stride + int64_t(h) * D;
     float* lse = lse_at<kMode>(p, wi.seq * p.heads + h, h, q_row, row0);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float l = l_i[half];
-      l += __shfl_xor_sync(~0u, l, 1);
-      l += __shfl_xor_sync(~0u, l, 2);
-      const int r = my_row + 8 * half;
-      if (row0 + r >= queries<kMode>(p, sp)) continue;
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        const uint32_t packed = Mma<T>::pack(acc_o[4 * i + 2 * half] * inv, acc_o[4 * i + 2 * half + 1] * inv);
-        *reinterpret_cast<uint32_t*>(og + int64_t(r) * q_stride + i * 8 + 2 * t) = packed;
-      }
-      if (t == 0 && (kMode == FlashMode::dense || lse))
-        lse[int64_t(r) * lse_step<kMode>(p)] = l > 0.f ? (m_i[half] + log2f(l)) * kLn2 : -INFINITY;
-    }
+    store_rows<T, D>(acc_o, m_i, l_i, og, q_stride, lse, lse_step<kMode>(p), my_row,
+                     queries<kMode>(p, sp) - row0, t);
   }
 #else
   __trap();  // built for a GPU without wgmma: the launcher never selects this kernel there
 #endif
-}
-
-// The work-item counter of the persistent kernel: one int per (device, stream), allocated once, so
-// launches on two streams run concurrently without sharing a counter (a stream's launches are ordered).
-int* work_counter(int device, cudaStream_t stream) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, cudaStream_t>, int*> counters;
-  std::lock_guard<std::mutex> lock(mutex);
-  int*& c = counters[{device, stream}];
-  if (!c) INFERLAB_CUDA_CHECK(cudaMalloc(&c, sizeof(int)));
-  return c;
 }
 
 template <class Cfg, bool kCausal, class T>
@@ -473,18 +282,8 @@ void launch(const AttentionParams& a, cudaStream_t stream) {
   auto kernel = flash_fwd_sm90_kernel<Cfg, kCausal, T, FlashMode::dense>;
   static KernelSmem attr;
   attr.ensure(kernel, Cfg::SMEM, "attention/flash");
-  int device = 0, sms = 0;
-  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
-  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t m_blocks = (a.seq_q + Cfg::BM - 1) / Cfg::BM;
-  const int64_t items = m_blocks * a.batch * a.heads;
-  if (items > INT32_MAX / 2) throw Error("attention/flash: too many query blocks for 32-bit work indices");
-  // One persistent block per SM; each takes its next item from a global counter when it finishes
-  // one, so items of unequal cost (causal) balance across SMs, longest first.
-  const int grid = int(std::min<int64_t>(items, a.flash.max_ctas > 0 ? std::min(sms, a.flash.max_ctas) : sms));
-  int* counter = work_counter(device, stream);
-  INFERLAB_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof(int), stream));
-  kernel<<<grid, Cfg::THREADS, Cfg::SMEM, stream>>>(p, int(m_blocks), int(items), counter);
+  const FlashGrid g = flash_dense_grid(a, Cfg::BM, stream);
+  kernel<<<g.grid, Cfg::THREADS, Cfg::SMEM, stream>>>(p, g.m_blocks, g.items, g.counter);
   INFERLAB_CHECK_LAUNCH();
 }
 
@@ -529,26 +328,42 @@ void dispatch_prefill(const PrefillParams& a, cudaStream_t stream) {
 
 }  // namespace
 
+// One persistent block per SM (at most max_ctas); each takes its next item from a global counter when
+// it finishes one, so items of unequal cost (causal) balance across SMs, longest first.
+FlashGrid flash_dense_grid(const AttentionParams& a, int bm, cudaStream_t stream) {
+  int device = 0, sms = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t m_blocks = (a.seq_q + bm - 1) / bm;
+  const int64_t items = m_blocks * a.batch * a.heads;
+  if (items > INT32_MAX / 2) throw Error("attention/flash: too many query blocks for 32-bit work indices");
+  FlashGrid g;
+  g.m_blocks = int(m_blocks);
+  g.items = int(items);
+  g.grid = int(std::min<int64_t>(items, a.flash.max_ctas > 0 ? std::min(sms, a.flash.max_ctas) : sms));
+  g.counter = flash_work_counter(device, stream);
+  INFERLAB_CUDA_CHECK(cudaMemsetAsync(g.counter, 0, sizeof(int), stream));
+  return g;
+}
+
+// The work-item counter of the persistent kernel: one int per (device, stream), allocated once, so
+// launches on two streams run concurrently without sharing a counter (a stream's launches are ordered).
+int* flash_work_counter(int device, cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, cudaStream_t>, int*> counters;
+  std::lock_guard<std::mutex> lock(mutex);
+  int*& c = counters[{device, stream}];
+  if (!c) INFERLAB_CUDA_CHECK(cudaMalloc(&c, sizeof(int)));
+  return c;
+}
+
 void launch_flash_forward_sm90(const AttentionParams& a, cudaStream_t stream) {
-  switch (a.head_dim) {
-    case 128:
-      return dispatch_dtype<Sm90Tile<128, 128>>(a, stream);
-    case 64:
-      return dispatch_dtype<Sm90Tile<64, 128>>(a, stream);
-    default:
-      throw Error("attention/flash: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
-  }
+  with_sm90_head_dim<Sm90Tile>(a.head_dim, "attention/flash", [&](auto tile) { dispatch_dtype<decltype(tile)>(a, stream); });
 }
 
 void launch_flash_prefill_sm90(const PrefillParams& a, cudaStream_t stream) {
-  switch (a.head_dim) {
-    case 128:
-      return dispatch_prefill<Sm90Tile<128, 128>>(a, stream);
-    case 64:
-      return dispatch_prefill<Sm90Tile<64, 128>>(a, stream);
-    default:
-      throw Error("attention/prefill: unsupported head dim " + std::to_string(a.head_dim) + " (supported: 64, 128)");
-  }
+  with_sm90_head_dim<Sm90Tile>(a.head_dim, "attention/prefill",
+                               [&](auto tile) { dispatch_prefill<decltype(tile)>(a, stream); });
 }
 
 }  // namespace inferlab

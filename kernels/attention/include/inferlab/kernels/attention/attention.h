@@ -26,7 +26,10 @@ namespace inferlab {
 //              sm_90a), the mma.sync kernel elsewhere
 //   mma        the mma.sync m16n8k16 kernel (flash_fwd.cu), any GPU from compute capability 8.0
 //   wgmma      the persistent wgmma kernel; an inferlab::Error on a GPU (or a build) without it
-enum class FlashKernel { automatic, mma, wgmma };
+//   overlapped the wgmma kernel with TMA copies and the softmax of key tile j overlapped with the
+//              P V product of tile j - 1 (flash_fwd_sm90_overlap.cu); dense attention only (the
+//              varlen prefill refuses it), compute capability 9.0 as wgmma
+enum class FlashKernel { automatic, mma, wgmma, overlapped };
 // The mma.sync kernel's tile at head dim 128 (BM x BN x warps): planned is the measured choice
 // (DefaultTile, flash_fwd.cu, kernels/attention/NOTES.md); the others are the candidates it was chosen
 // from, kept so that a benchmark times them side by side.

@@ -1,0 +1,302 @@
+// Flash attention forward on Hopper, the overlapped rung (FlashKernel::overlapped, sm_90a, dense
+// attention). Diff it against flash_fwd_sm90.cu: the tiles, the persistent schedule, the wgmma
+// instructions and the per-tile softmax are the same; two things change, each aimed at a cost that
+// kernel pays on every tile.
+//   1. The copies are issued by the tensor memory accelerator (TMA), one thread of the producer
+//      warpgroup for the whole block: a 4-d tensor map per operand ([batch, seq, heads, D], 64-column
+//      boxes that land 128-byte swizzled, rows past the sequence zero-filled by the hardware) and
+//      one cp.async.bulk.tensor per box, completing on an mbarrier with the tile's byte count. The
+//      cp.async kernel spends 128 threads' issue slots on 4096 16-byte copies per tile (plus their
+//      addresses) on the SM sub-partitions the consumers issue from; here that is 4 instructions.
+//   2. Within a warpgroup the softmax of tile j runs while the tensor cores compute P_{j-1} V_{j-1}
+//      (FlashAttention-3's intra-warpgroup pipelining). Per key tile j >= 1 a warpgroup
+//        issues S_j = Q K_j^T, issues O += P_{j-1} V_{j-1}, waits for S_j only (wait_group 1),
+//        masks and exponentiates S_j, waits for P V, then rescales O by alpha_j and packs P_j.
+//      In flash_fwd_sm90.cu the softmax's exponentials and FP32 work sit between the two products
+//      with the tensor cores idle (for this warpgroup; the other one may fill them, by chance).
+//      O = alpha_j (O + P_{j-1} V_{j-1}) is the same sum as rescaling first: the order of the
+//      rounding steps changes, not the result's precision.
+//   K and V have separate ring barriers (2 stages each): at step j a warpgroup reads K_j and V_{j-1}
+//   at once, so K's stage is released as soon as S_j has been computed and V's after P V.
+// Q is double-buffered across items as in flash_fwd_sm90.cu; its buffer is counted over the items
+// that load it (items with at least one key tile), on both sides, so an item with no key tile
+// (causal, seq_q > seq_k) needs no special case. The output is written from registers.
+#include <algorithm>
+#include <cfloat>
+#include <mutex>
+#include <string>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "flash_fwd.h"
+#include "flash_sm90_common.cuh"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
+#include "inferlab/sim/error.h"
+
+namespace inferlab {
+namespace {
+
+template <int D_, int BN_>
+struct OverlapTile {
+  static constexpr int D = D_, BN = BN_, BM = 128;
+  static constexpr int CONSUMERS = 256, THREADS = CONSUMERS + 128;  // 2 consumer warpgroups + 1 producer
+  static constexpr int CONSUMER_WARPS = CONSUMERS / 32;
+  // Registers as flash_fwd_sm90.cu splits them (128 * 56 + 256 * 224 <= 64K): S (BN/2), P (BN/4),
+  // O (D/2) and addresses fit in 224 without spills; the producer thread's item and tile bookkeeping
+  // spills at 40 (ptxas, head dim 128), so 24/240 as FlashAttention-3 splits them is not open here.
+  static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+  static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
+  static constexpr int TILES = 2 * Q_BYTES + 4 * KV_BYTES;
+  static constexpr int SMEM = TILES + 1024 + 256;  // + alignment slack, mbarriers (128 B), item slots (64 B)
+  static_assert(D % 64 == 0 && BN % 64 == 0 && BM <= 256 && BN <= 256, "64-column TMA boxes of at most 256 rows");
+};
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+// One box of a 4-d tensor map (coordinates innermost first: column, head, row, batch) into shared
+// memory, completing on `bar` with the box's bytes.
+__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// A [ROWS x D] tile (rows row0.. of one head of one sequence) as D/64 boxes of [ROWS x 64]: the
+// layout flash_fwd_sm90.cu's sw128 writes by hand.
+template <int D, int ROWS>
+__device__ __forceinline__ void tma_tile(uint8_t* dst, const CUtensorMap* map, int head, int row0, int batch,
+                                         uint64_t* bar) {
+#pragma unroll
+  for (int a = 0; a < D / 64; ++a) tma_load_4d(dst + a * ROWS * 128, map, a * 64, head, row0, batch, bar);
+}
+
+__device__ __forceinline__ void warp_release(uint64_t* bar, int lane) {
+  __syncwarp();
+  if (lane == 0) mbar_arrive(bar);
+}
+
+template <class Cfg, bool kCausal, class T>
+__global__ void __launch_bounds__(Cfg::THREADS, 1)
+    flash_fwd_overlap_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap map_q,
+                             const __grid_constant__ CUtensorMap map_k, const __grid_constant__ CUtensorMap map_v,
+                             int m_blocks, int items, int* counter) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
+  constexpr FlashMode kMode = FlashMode::dense;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  // [Q 0 | Q 1 | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers | work-item slots]
+  auto sQ = [&](int b) { return smem + b * Cfg::Q_BYTES; };
+  auto sK = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + stage * Cfg::KV_BYTES; };
+  auto sV = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + (2 + stage) * Cfg::KV_BYTES; };
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::TILES);
+  uint64_t* full_k = bars;            // [2] TMA landed K_j (count 1 + bytes)
+  uint64_t* full_v = bars + 2;        // [2] V_j
+  uint64_t* empty_k = bars + 4;       // [2] every consumer warp is done with K's stage
+  uint64_t* empty_v = bars + 6;       // [2] ... with V's stage
+  uint64_t* q_full = bars + 8;        // [2] Q of the buffer's item landed
+  uint64_t* q_empty = bars + 10;      // [2] every consumer warp is done with the Q buffer
+  uint64_t* item_full = bars + 12;    // [2] a work-item slot holds the next item
+  uint64_t* item_empty = bars + 14;   // [2] every consumer warp has read the slot
+  Item* item_slot = reinterpret_cast<Item*>(smem + Cfg::TILES + 128);  // [2]
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(&full_k[i], 1);
+      mbar_init(&full_v[i], 1);
+      mbar_init(&q_full[i], 1);
+      mbar_init(&item_full[i], 1);
+      mbar_init(&empty_k[i], Cfg::CONSUMER_WARPS);
+      mbar_init(&empty_v[i], Cfg::CONSUMER_WARPS);
+      mbar_init(&q_empty[i], Cfg::CONSUMER_WARPS);
+      mbar_init(&item_empty[i], Cfg::CONSUMER_WARPS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // the last block-wide barrier
+
+  if (threadIdx.x >= Cfg::CONSUMERS) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Cfg::PRODUCER_REGS));
+    if (threadIdx.x != Cfg::CONSUMERS) return;  // one thread takes the items and issues every copy
+    // Both sides walk the same items with the same tile counts: kt counts K/V tiles across items,
+    // qi the items that load a Q (n > 0); stage kt & 1, Q buffer qi & 1, parities from their halves.
+    int kt = 0, qi = 0;
+    for (int k = 0;; ++k) {
+      const int slot = k & 1;
+      if (k >= 2) mbar_wait(&item_empty[slot], ((k >> 1) - 1) & 1);
+      const int w = k == 0 ? int(blockIdx.x) : int(gridDim.x) + atomicAdd(counter, 1);
+      const Item wi = take_item<kMode>(p, w, m_blocks, items, nullptr);
+      item_slot[slot] = wi;
+      mbar_arrive(&item_full[slot]);
+      if (wi.seq < 0) break;
+      const SeqSpan sp = item_span<kMode>(wi, p);
+      const int n = kv_tiles<Cfg, kCausal, kMode>(p, sp, wi.m_block);
+      if (n == 0) continue;
+      const int kh = wi.h / p.group, qb = qi & 1;
+      if (qi >= 2) mbar_wait(&q_empty[qb], ((qi >> 1) - 1) & 1);
+      mbar_expect_tx(&q_full[qb], Cfg::Q_BYTES);
+      tma_tile<D, BM>(sQ(qb), &map_q, wi.h, wi.m_block * BM, wi.seq, &q_full[qb]);
+      ++qi;
+      for (int j = 0; j < n; ++j, ++kt) {
+        const int stage = kt & 1;
+        if (kt >= 2) mbar_wait(&empty_k[stage], ((kt >> 1) - 1) & 1);
+        mbar_expect_tx(&full_k[stage], Cfg::KV_BYTES);
+        tma_tile<D, BN>(sK(stage), &map_k, kh, j * BN, wi.seq, &full_k[stage]);
+        if (kt >= 2) mbar_wait(&empty_v[stage], ((kt >> 1) - 1) & 1);
+        mbar_expect_tx(&full_v[stage], Cfg::KV_BYTES);
+        tma_tile<D, BN>(sV(stage), &map_v, kh, j * BN, wi.seq, &full_v[stage]);
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Cfg::CONSUMER_REGS));
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int my_row = wg * 64 + warp * 16 + g;  // + 8 * half
+  const int64_t q_stride = int64_t(p.heads) * D;
+  int kt = 0, qi = 0;
+  for (int k = 0;; ++k) {
+    const int slot = k & 1;
+    mbar_wait(&item_full[slot], (k >> 1) & 1);
+    const Item wi = item_slot[slot];
+    warp_release(&item_empty[slot], lane);
+    if (wi.seq < 0) break;
+    const SeqSpan sp = item_span<kMode>(wi, p);
+    const int row0 = wi.m_block * BM;
+    const int offset = p.seq_k - p.seq_q;  // causal: query i sees keys j <= i + offset
+    const int n = kv_tiles<Cfg, kCausal, kMode>(p, sp, wi.m_block);
+    float acc_o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.f;
+    float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};
+
+    if (n > 0) {
+      const int qb = qi & 1;
+      mbar_wait(&q_full[qb], (qi >> 1) & 1);
+      ++qi;
+      const uint32_t q_addr = smem_addr(sQ(qb)) + uint32_t(wg * 64 * 128);  // this warpgroup's 64 rows
+      // Tile 0: S_0, its softmax (O is still zero: nothing to rescale), P_0.
+      float s[BN / 2];
+      uint32_t pa[BN / 16][4];
+      float alpha[2];
+      int stage = kt & 1;
+      mbar_wait(&full_k[stage], (kt >> 1) & 1);
+      issue_qk<T, D, BM, BN>(s, q_addr, smem_addr(sK(stage)));
+      wgmma::wait<0>();
+      wgmma::fence_operand(s);
+      warp_release(&empty_k[stage], lane);
+      if (n == 1) warp_release(&q_empty[qb], lane);
+      mask_scores<BN, kCausal>(s, 0, row0 + my_row, p.seq_k, offset, t);
+      online_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
+      pack_p<T, BN>(pa, s);
+
+      for (int j = 1; j < n; ++j) {
+        const int prev = kt & 1;
+        ++kt;
+        stage = kt & 1;
+        mbar_wait(&full_k[stage], (kt >> 1) & 1);
+        issue_qk<T, D, BM, BN>(s, q_addr, smem_addr(sK(stage)));
+        mbar_wait(&full_v[prev], ((kt - 1) >> 1) & 1);
+        issue_pv<T, D, BN>(acc_o, pa, smem_addr(sV(prev)));
+        wgmma::wait<1>();  // S_j is done; P_{j-1} V_{j-1} may still run
+        wgmma::fence_operand(s);
+        warp_release(&empty_k[stage], lane);
+        if (j + 1 == n) warp_release(&q_empty[qb], lane);
+        mask_scores<BN, kCausal>(s, j * BN, row0 + my_row, p.seq_k, offset, t);
+        online_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
+        wgmma::wait<0>();
+        wgmma::fence_operand(acc_o);
+        warp_release(&empty_v[prev], lane);
+        rescale_rows(tiles_of(acc_o), alpha);
+        pack_p<T, BN>(pa, s);
+      }
+      // The last P V.
+      mbar_wait(&full_v[stage], (kt >> 1) & 1);
+      issue_pv<T, D, BN>(acc_o, pa, smem_addr(sV(stage)));
+      wgmma::wait<0>();
+      wgmma::fence_operand(acc_o);
+      warp_release(&empty_v[stage], lane);
+      ++kt;
+    }
+
+    T* og = static_cast<T*>(p.o) + (sp.q_row + row0) * q_stride + int64_t(wi.h) * D;
+    float* lse = lse_at<kMode>(p, wi.seq * p.heads + wi.h, wi.h, sp.q_row, row0);
+    store_rows<T, D>(acc_o, m_i, l_i, og, q_stride, lse, 1, my_row, p.seq_q - row0, t);
+  }
+#else
+  __trap();  // built for a GPU without wgmma: the launcher never selects this kernel there
+#endif
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    INFERLAB_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+    if (found == cudaDriverEntryPointSuccess) fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  });
+  if (!fn) throw Error("attention/flash: the driver has no cuTensorMapEncodeTiled (the overlapped kernel needs TMA)");
+  return fn;
+}
+
+// [batch, seq, heads, D] (row-major, D innermost) as a 4-d tensor map of [rows x 64] boxes, 128-byte
+// swizzle; coordinates past seq read as zeros.
+CUtensorMap tensor_map(const void* base, DType dtype, int64_t batch, int64_t seq, int64_t heads, int64_t d, int rows) {
+  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(heads), cuuint64_t(seq), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(d * 2), cuuint64_t(heads * d * 2), cuuint64_t(seq * heads * d * 2)};
+  const cuuint32_t box[4] = {64, 1, cuuint32_t(rows), 1};
+  const cuuint32_t elem[4] = {1, 1, 1, 1};
+  CUtensorMap map{};
+  const CUresult r = encode_tiled()(&map, dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                    4, const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("attention/flash: cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ") for a [" +
+                std::to_string(batch) + ", " + std::to_string(seq) + ", " + std::to_string(heads) + ", " +
+                std::to_string(d) + "] operand (TMA needs 16-byte aligned rows and base)");
+  return map;
+}
+
+template <class Cfg, bool kCausal, class T>
+void launch(const AttentionParams& a, cudaStream_t stream) {
+  const FlashParams p = make_flash_params(a);
+  auto kernel = flash_fwd_overlap_kernel<Cfg, kCausal, T>;
+  static KernelSmem attr;
+  attr.ensure(kernel, Cfg::SMEM, "attention/flash");
+  const CUtensorMap mq = tensor_map(a.q, a.dtype, a.batch, a.seq_q, a.heads, Cfg::D, Cfg::BM);
+  const CUtensorMap mk = tensor_map(a.k, a.dtype, a.batch, a.seq_k, a.kv_heads, Cfg::D, Cfg::BN);
+  const CUtensorMap mv = tensor_map(a.v, a.dtype, a.batch, a.seq_k, a.kv_heads, Cfg::D, Cfg::BN);
+  const FlashGrid g = flash_dense_grid(a, Cfg::BM, stream);
+  kernel<<<g.grid, Cfg::THREADS, Cfg::SMEM, stream>>>(p, mq, mk, mv, g.m_blocks, g.items, g.counter);
+  INFERLAB_CHECK_LAUNCH();
+}
+
+template <class Cfg>
+void dispatch_dtype(const AttentionParams& a, cudaStream_t stream) {
+  dispatch_dtype_causal(a.dtype, a.causal, [&](auto causal, auto element) {
+    launch<Cfg, decltype(causal)::value, typename decltype(element)::type>(a, stream);
+  });
+}
+
+}  // namespace
+
+void launch_flash_forward_overlap(const AttentionParams& a, cudaStream_t stream) {
+  for (const void* ptr : {a.q, a.k, a.v})
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+      throw Error("attention/flash: the overlapped kernel's TMA needs q, k and v 16-byte aligned");
+  with_sm90_head_dim<OverlapTile>(a.head_dim, "attention/flash", [&](auto tile) { dispatch_dtype<decltype(tile)>(a, stream); });
+}
+
+}  // namespace inferlab

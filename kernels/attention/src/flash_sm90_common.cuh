@@ -1,0 +1,210 @@
+#pragma once
+// Device pieces shared by the two Hopper flash kernels (flash_fwd_sm90.cu: cp.async producers, one
+// softmax between two matrix products; flash_fwd_sm90_overlap.cu: TMA producer, the softmax of tile
+// j overlapped with the P V product of tile j - 1): wgmma descriptors and wrappers, mbarriers, the
+// work items of the persistent schedule, and the consumers' per-tile steps (mask, online softmax,
+// P packing, epilogue), so that the two kernels differ only where their pipelines do.
+#include <cfloat>
+#include <cstdint>
+
+#include "flash_common.cuh"
+#include "wgmma.h"
+
+namespace inferlab {
+namespace {
+
+// wgmma shared-memory matrix descriptor, 128-byte swizzle.
+__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrives on `bar` once all of this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+template <class T, int N>
+__device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if constexpr (N == 64) wgmma::ss_Bf16_n64(d, a, b, scale_d); else wgmma::ss_Bf16_n128(d, a, b, scale_d);
+  } else {
+    if constexpr (N == 64) wgmma::ss_F16_n64(d, a, b, scale_d); else wgmma::ss_F16_n128(d, a, b, scale_d);
+  }
+}
+template <class T, int N>
+__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if constexpr (N == 64) wgmma::rs_Bf16_n64_tb(d, a, b); else wgmma::rs_Bf16_n128_tb(d, a, b);
+  } else {
+    if constexpr (N == 64) wgmma::rs_F16_n64_tb(d, a, b); else wgmma::rs_F16_n128_tb(d, a, b);
+  }
+}
+
+// Dense: work item w (in the order items are taken) -> (query block, batch x head): batch x head
+// runs slowest and, within it, query blocks from the last (longest causal rows) to the first, so
+// items that share K/V run at the same time (L2 reuse) and the long ones start first.
+struct WorkItem {
+  int m_block, bh;
+};
+__device__ __forceinline__ WorkItem work_item(int w, int m_blocks) { return {m_blocks - 1 - w % m_blocks, w / m_blocks}; }
+
+// A work item as the leading producer publishes it in shared memory: query tile m_block of
+// sequence seq (dense: the batch index) for query head h, and (varlen) that sequence's first q/o
+// row and lengths. seq < 0: no more work.
+struct Item {
+  int seq, h, m_block, seq_q, seq_k, unused;
+  int64_t q_row;
+};
+static_assert(sizeof(Item) == 32, "two slots in the 128 bytes after the mbarriers");
+
+template <FlashMode kMode>
+__device__ __forceinline__ SeqSpan item_span(const Item& it, const FlashParams& p) {
+  if constexpr (kMode == FlashMode::dense) return {int64_t(it.seq) * p.seq_q, p.seq_q, p.seq_k};
+  else return {it.q_row, it.seq_q, it.seq_k};
+}
+
+// K/V tiles an item reads: causal ones stop at the diagonal of its last query row.
+template <class Cfg, bool kCausal, FlashMode kMode>
+__device__ __forceinline__ int kv_tiles(const FlashParams& p, const SeqSpan& sp, int m_block) {
+  const int seq_q = queries<kMode>(p, sp), seq_k = keys<kMode>(p, sp);
+  int n_end = seq_k;
+  if (kCausal) n_end = min(seq_k, (m_block + 1) * Cfg::BM + seq_k - seq_q);
+  return n_end > 0 ? (n_end + Cfg::BN - 1) / Cfg::BN : 0;
+}
+
+// The item taken w-th (the leading producer only). Varlen: head slowest, then the launch's query
+// tiles in sequence order, each sequence's from its last (longest causal rows) to its first.
+template <FlashMode kMode>
+__device__ __forceinline__ Item take_item(const FlashParams& p, int w, int m_blocks, int items, const int* tile_end) {
+  Item it{};
+  if (w >= items) {
+    it.seq = -1;
+    return it;
+  }
+  if constexpr (kMode == FlashMode::dense) {
+    const WorkItem wi = work_item(w, m_blocks);
+    it.seq = wi.bh / p.heads;
+    it.h = wi.bh % p.heads;
+    it.m_block = wi.m_block;
+  } else {
+    const int tiles = tile_end[p.sequences - 1];  // > 0: items = tiles x heads > w
+    it.h = w / tiles;
+    const int t = w - it.h * tiles;
+    int lo = 0, hi = p.sequences - 1;  // the first sequence whose tiles end past t
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (tile_end[mid] > t) hi = mid;
+      else lo = mid + 1;
+    }
+    it.seq = lo;
+    it.m_block = tile_end[lo] - 1 - t;  // the sequence's tiles counted from its last
+    const SeqSpan sp = seq_span<kMode>(p, lo);
+    it.q_row = sp.q_row;
+    it.seq_q = sp.seq_q;
+    it.seq_k = sp.seq_k;
+  }
+  return it;
+}
+
+
+// Scores of one warpgroup's 64 rows x BN keys in wgmma's accumulator layout: element 4i + e of a
+// thread is row (warp * 16 + g + 8 * (e >> 1)), column (8i + 2t + (e & 1)) of the tile.
+// Keys at or past seq_k and (causal) past the diagonal become -inf; rows are the item's (row0 + row).
+template <int BN, bool kCausal>
+__device__ __forceinline__ void mask_scores(float (&s)[BN / 2], int col0, int row, int seq_k, int offset, int t) {
+  if (col0 + BN > seq_k || (kCausal && col0 + BN - 1 > row + offset)) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = col0 + i * 8 + 2 * t + (e & 1);
+        const int r = row + 8 * (e >> 1);
+        if (col >= seq_k || (kCausal && col > r + offset)) s[4 * i + e] = -INFINITY;
+      }
+  }
+}
+
+// S = Q K^T for one warpgroup's 64 rows, issued and committed as one group (not waited for): q_addr
+// is the warpgroup's rows of a [BM x D] swizzled Q tile, k_addr a [BN x D] K tile.
+template <class T, int D, int BM, int BN>
+__device__ __forceinline__ void issue_qk(float (&s)[BN / 2], uint32_t q_addr, uint32_t k_addr) {
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const uint32_t a = q_addr + uint32_t((ks * 16 / 64) * BM * 128 + (ks * 16 % 64) * 2);
+    const uint32_t bk = k_addr + uint32_t((ks * 16 / 64) * BN * 128 + (ks * 16 % 64) * 2);
+    mma_ss<T, BN>(s, desc(a, 16, 1024), desc(bk, 16, 1024), ks > 0);
+  }
+  wgmma::commit();
+}
+
+// O += P V, P from registers (pack_p), V a [BN x D] swizzled tile read transposed; one committed group.
+template <class T, int D, int BN>
+__device__ __forceinline__ void issue_pv(float (&acc_o)[D / 2], const uint32_t (&pa)[BN / 16][4], uint32_t v_addr) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+    mma_rs<T, D>(acc_o, pa[kk], desc(v_addr + uint32_t(kk * 16 * 128), uint32_t(BN * 128), 1024));
+  wgmma::commit();
+}
+
+// wgmma's flat accumulator (element 4i + e: n-tile i) seen as the n-tiles of 4 the softmax takes.
+template <int N>
+__device__ __forceinline__ float (&tiles_of(float (&a)[N]))[N / 4][4] {
+  return *reinterpret_cast<float(*)[N / 4][4]>(&a);
+}
+
+// P as wgmma's A operand from registers: k-step kk of P V is the accumulator of S's n-tiles 2kk and
+// 2kk + 1, packed to 16 bits.
+template <class T, int BN>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[BN / 16][4], const float (&s)[BN / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) pa[kk][r] = Mma<T>::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// Epilogue of one warpgroup's rows: the row sums finished across the quad, O normalized and written
+// from registers (the producers may already be filling shared memory for the next item), and the
+// log-sum-exp (natural log; -inf and O = 0 for a row that saw no key). og/lse point at row 0 of the
+// item; my_row is the thread's first row in it, rows at or past `rows` are not written.
+template <class T, int D>
+__device__ __forceinline__ void store_rows(const float (&acc_o)[D / 2], const float (&m)[2], const float (&l_part)[2],
+                                           T* og, int64_t o_stride, float* lse, int lse_step, int my_row, int rows,
+                                           int t) {
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = l_part[half];
+    l += __shfl_xor_sync(~0u, l, 1);
+    l += __shfl_xor_sync(~0u, l, 2);
+    const int r = my_row + 8 * half;
+    if (r >= rows) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      const uint32_t packed = Mma<T>::pack(acc_o[4 * i + 2 * half] * inv, acc_o[4 * i + 2 * half + 1] * inv);
+      *reinterpret_cast<uint32_t*>(og + int64_t(r) * o_stride + i * 8 + 2 * t) = packed;
+    }
+    if (t == 0 && lse) lse[int64_t(r) * lse_step] = l > 0.f ? (m[half] + log2f(l)) * kLn2 : -INFINITY;
+  }
+}
+
+}  // namespace
+}  // namespace inferlab
