@@ -42,24 +42,49 @@ constexpr double kWarpMergeSplit = 93, kWarpMergePlain = 137, kMergeBatch = 275,
 // roofline/src/pipe_ceilings.cu dependent_kernel: its unrolled loop (SASS, nvcc 13.0, sm_90) issues 16
 // dependent FFMAs and 3 loop instructions per iteration; dependent_issue_cycles is ticks per FFMA.
 constexpr double kDependentLoopFfmas = 16, kDependentLoopInstructions = 19;
+// One warp's dependent chain through one iteration of a loop, alone on its scheduler: the in-order
+// issue its SASS control words schedule (stall counts, scoreboards), read off by
+//   scripts/sass-chain.py build/<object> <function regex> [--warpgroups W]
+// (latencies: smem 30, mufu 18 cycles, the SM's share of the tensor cores; nvcc 13.0). `alone`: the
+// cycles with no DRAM wait; `beside`: the cycles beside one DRAM latency: an iteration whose loads
+// were issued one iteration earlier (a ring's refill) or that fences its copies in flight takes
+// latency + beside cycles when that is the longer.
+struct Chain {
+  double alone, beside;
+};
 // gemm/weight_only (inferlab_kernels.dir/gemm/src/weight_only.cu.o): the loop body holds kDepth
 // chunks (m_tiles 1: 6, 2 and 4: 8, 8: 4); a chunk is 16 weight rows x 64 (int4) or 32 columns.
+// Each chunk's refill is issued after its use and consumed kDepth chunks (one iteration) later.
 struct WoLoop {
   int depth;
   LoopCounts c;
+  Chain chain;
 };
-constexpr WoLoop kWoInt4[] = {{6, {24, 0, 42, 242, 0, 29, 0, 12}}, {8, {64, 0, 104, 411, 0, 64, 0, 19}},
-                              {8, {128, 0, 200, 479, 0, 105, 0, 17}}, {4, {128, 0, 196, 393, 0, 94, 0, 28}}};
-constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}}, {8, {32, 0, 128, 341, 0, 32, 0, 12}},
-                              {8, {64, 0, 128, 375, 0, 48, 0, 19}}, {4, {64, 0, 64, 231, 0, 41, 0, 12}}};
-constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}}, {8, {16, 0, 0, 173, 0, 40, 0, 25}},
-                                {8, {32, 0, 0, 153, 0, 49, 0, 28}}, {4, {32, 0, 0, 147, 0, 45, 0, 16}}};
+constexpr WoLoop kWoInt4[] = {{6, {24, 0, 42, 242, 0, 29, 0, 12}, {1044, 949}},
+                              {8, {64, 0, 104, 411, 0, 64, 0, 19}, {1561, 1362}},
+                              {8, {128, 0, 200, 479, 0, 105, 0, 17}, {1922, 1690}},
+                              {4, {128, 0, 196, 393, 0, 94, 0, 28}, {3394, 3164}}};  // spills: LDL on the chain
+constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}, {754, 618}},
+                              {8, {32, 0, 128, 341, 0, 32, 0, 12}, {1362, 1221}},
+                              {8, {64, 0, 128, 375, 0, 48, 0, 19}, {1452, 1292}},
+                              {4, {64, 0, 64, 231, 0, 41, 0, 12}, {1024, 811}}};
+constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}, {805, 695}},
+                                {8, {16, 0, 0, 173, 0, 40, 0, 25}, {1047, 937}},
+                                {8, {32, 0, 0, 153, 0, 49, 0, 28}, {915, 793}},
+                                {4, {32, 0, 0, 147, 0, 45, 0, 16}, {829, 685}}};
 // gemm/weight_only_sm90 (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90.cu.o): one unit (a
 // 128-column group of the warp's 16 rows: 8 wgmma k16 steps, the unit's copies issued) for one warp,
 // N = 16, 32, 64 tokens; the steady-state path only (scripts/sass-counts.py counts the loop with the
 // stretch's write-out, taken once or twice a block: 672-2100 instructions). HADD2/HFMA2 are alu here.
 constexpr LoopCounts kWgInt4[] = {{8, 2, 8, 214, 4, 19, 54, 16}, {8, 2, 16, 233, 4, 20, 56, 20}, {8, 2, 32, 246, 4, 22, 55, 16}};
 constexpr LoopCounts kWgInt8[] = {{8, 2, 72, 215, 4, 17, 57, 19}, {8, 2, 80, 223, 4, 18, 50, 15}, {8, 2, 96, 246, 4, 20, 62, 19}};
+// Its chain per unit (sass-chain.py --warpgroups 4 for N = 16 and 32: two blocks an SM; 2 for N = 64).
+// The unit's fence.proxy.async (SASS: MEMBAR.ALL.CTA, before the unit's barrier) waits for every
+// copy the thread has in flight, the next units' included: each unit waits one DRAM latency for the
+// copies the previous unit issued, however many stages the ring has (measured ~1.6 us a unit at
+// every N, kernels/gemm/NOTES.md).
+constexpr Chain kWgChainInt4[] = {{747, 692}, {935, 783}, {877, 749}};
+constexpr Chain kWgChainInt8[] = {{849, 793}, {984, 791}, {990, 795}};
 // attention/naive softmax_rows (inferlab_kernels.dir/attention/src/attention.cu.o): the first pass
 // (online max and sum) per 4 elements of a row per thread. The second pass (exp, scale, store) is
 // counted from its source: load, subtract, ex2, multiply, convert, store, index and compare.
@@ -77,6 +102,19 @@ PipeWork work_of(const LoopCounts& c, double threads_iterations) {
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One block's loop of `iterations` iterations, the warps latency-bound: with W warps on a scheduler,
+// each needing the chain's cycles for `instructions` instructions, the scheduler issues
+// min(1, W x instructions / chain) a cycle, so an iteration takes max(chain alone, the SM's issue
+// of its resident warps' instructions). The first iteration's loads arrive with the block's first
+// round trip (cta_round_trips); every later one waits for the loads the previous iteration issued:
+// one DRAM latency beside the chain's other cycles, where that is the longer.
+double latency_bound_cycles(const Chain& ch, double instructions, double iterations, double resident_warps,
+                            const PipeCeilings& p) {
+  const double per = std::max(ch.alone, resident_warps * instructions / p.issue_per_clk);
+  const double with_dram = p.dram_latency_s * p.sm_clock_hz + ch.beside;
+  return iterations * per + std::max(0.0, iterations - 1.0) * std::max(0.0, with_dram - per);
+}
 
 double write_share(const Op& op) {
   double w = 0;
@@ -412,19 +450,18 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
                                  const Hardware& hw, KernelLaunch kl) {
   const int ti = plan.tokens == 16 ? 0 : plan.tokens == 32 ? 1 : 2;
   const LoopCounts& lp = f == WeightFormat::int4 ? kWgInt4[ti] : kWgInt8[ti];
+  const Chain& ch = f == WeightFormat::int4 ? kWgChainInt4[ti] : kWgChainInt8[ti];
   kl.kernel = "weight_only_wgmma_kernel";
   kl.tensor = TensorPath::sm;
   kl.ctas = plan.ctas;
   kl.ctas_per_sm = plan.blocks_per_sm;
   kl.work.tensor_flops = 2.0 * double(plan.tokens) * double(plan.row_tiles * 128) * double(k);
   kl.work += work_of(lp, 32.0 * 8.0 * double(plan.units));
-  const auto& p = hw.pipes;
-  const double resident = 8.0 * plan.blocks_per_sm;
-  const double cpi = std::max(p.dependent_issue_cycles, resident / p.issue_per_clk);
-  // One block: its share of the units at the warp's issue interval after one round trip fills the
-  // ring; a tile shared with another block adds the atomics' drain, the counter and the read-back.
+  // One block: its share of the units, each a latency-bound chain (the fence's DRAM wait), after one
+  // round trip fills the ring; a tile shared with another block adds the atomics' drain, the counter
+  // and the read-back.
   const double units_per_cta = std::ceil(double(plan.units) / double(plan.ctas));
-  kl.cta_cycles = units_per_cta * lp.total() * cpi;
+  kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta, 8.0 * plan.blocks_per_sm, hw.pipes);
   double split_cells = 0;
   for (int64_t t = 0; t < plan.row_tiles; ++t) {
     const int64_t segs = weight_only_wgmma_segments(plan, t, k);
@@ -432,7 +469,13 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
   }
   kl.cta_round_trips = 1 + (split_cells > 0 ? 3 : 0);
   kl.atomics = split_cells;
-  kl.tail_l2_round_trips = split_cells > 0 ? 1 : 0;
+  // The last block of a shared tile reads the sums back one accumulator at a time, each load consumed
+  // before the next is issued (SASS: LDG.E.STRONG.GPU -> F2FP -> STG, per accumulator of a real token,
+  // none overlapped): a thread's real tokens among 8i + 2t + {0, 1} (t = 0 holds the most), two rows
+  // each: that many dependent L2 round trips after the wave.
+  double readback = 0;
+  for (int64_t i = 0; i < plan.tokens / 8; ++i) readback += 2.0 * double((8 * i < m) + (8 * i + 1 < m));
+  kl.tail_l2_round_trips = split_cells > 0 ? readback : 0;
   return kl;
 }
 
@@ -471,13 +514,11 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   kl.ctas_per_sm = plan.blocks_per_sm;
   const double warp_chunks = double(kl.ctas) * 8 * chunks_per_warp;
   kl.work += work_of(lp.c, 32.0 * warp_chunks / lp.depth);
-  const auto& p = hw.pipes;
-  const double resident = 8.0 * plan.blocks_per_sm;
-  const double cpi = std::max(p.dependent_issue_cycles, resident / p.issue_per_clk);
-  // One block: the first weight chunks and its X tile (one round trip), the chunks at the warp's
-  // issue interval; split-k: the atomics drain and the counter (two round trips), the last block's
-  // read of the partial sums (one).
-  kl.cta_cycles = chunks_per_warp * lp.c.total() / lp.depth * cpi;
+  // One block: the first weight chunks and its X tile (one round trip), the chunks' iterations
+  // latency-bound (each waits for the refills the previous one issued); split-k: the atomics drain
+  // and the counter (two round trips), the last block's read of the partial sums (one).
+  kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * plan.blocks_per_sm,
+                                       hw.pipes);
   kl.cta_round_trips = 1 + (plan.split_k > 1 ? 3 : 0);
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics

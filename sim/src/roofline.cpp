@@ -69,7 +69,8 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double tail_port = k.tail_bytes / (std::max(1.0, std::min(sms, double(k.tail_ctas))) * c.sm_bandwidth);
   const double tail = k.tail_l2_round_trips * c.l2_latency_cycles / c.sm_clock_hz +
                       std::max(tail_port, k.tail_cycles / c.sm_clock_hz);
-  const double body = std::max(core, atomics) + std::min(core, atomics) / std::max(1.0, waves) + tail + exposed;
+  // A wave's atomics add to that wave (sim/kernels.h KernelLaunch::atomics).
+  const double body = core + atomics + tail + exposed;
 
   p.tensor_s += tensor;
   p.mufu_s += mufu;

@@ -70,8 +70,9 @@ struct KernelLaunch {
   double startup_round_trips = 0;
   double sm_round_trips = 0;
   // fp32 atomic adds the launch sends to L2 (split-k partial sums): a pipe of the L2, not of the SMs.
-  // A block holds its SM until its atomics drain (its fence waits for them), so they overlap the
-  // other waves' work but not their own: max(rest, atomics) + min(rest, atomics) / waves.
+  // A block holds its SM until its atomics drain (its fence waits for them), and the blocks of a wave
+  // (the same work, started together) reach their atomics together: a wave's atomics add to that
+  // wave's time, nothing else runs beside them: rest + atomics.
   double atomics = 0;
   // One CTA's work after its last load has arrived (its last tile, the warps' merge, a split's partial
   // written, fenced and counted): cycles and dependent L2 round trips. Part of the CTA's critical path
