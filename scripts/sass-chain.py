@@ -155,6 +155,7 @@ def main():
     ap.add_argument("--tensor-clock-ratio", type=float, default=1976.0 / 1830.0, help="SM clock / tensor clock")
     ap.add_argument("--warpgroups", type=float, default=2.0, help="warpgroups sharing the SM's tensor cores")
     ap.add_argument("--iterations", type=int, default=64)
+    ap.add_argument("--loop", type=lambda x: int(x, 16), help="the loop starting at this address (hex)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tool = sc.find_cuobjdump(a.cuobjdump)
@@ -166,7 +167,7 @@ def main():
     for name, ins in parse_control(text).items():
         if not re.search(a.function, name):
             continue
-        loop = sc.hot_loop([x[:5] for x in ins])
+        loop = sc.hot_loop([x[:5] for x in ins], a.loop)
         if not loop:
             continue
         path = steady_path(ins, *loop)

@@ -93,13 +93,17 @@ def branch_target(ins):
     return int(m.group(1), 16) if m else None
 
 
-def hot_loop(ins):
-    """(start, end) of the innermost backward-branch loop with the most marker instructions."""
+def hot_loop(ins, start=None):
+    """(start, end) of the backward-branch loop with the most marker instructions, or (with start, an
+    address) the loop that starts there: a kernel whose item loop holds its tile loop once, unrolled
+    around it, needs the tile loop named (its start is the target of its backward branch)."""
     loops = []
     for a, op, mods, args, pred in ins:
         t = branch_target((a, op, mods, args))
         if t is not None and t <= a:
             loops.append((t, a))
+    if start is not None:
+        loops = [(lo, hi) for lo, hi in loops if lo == start]
     if not loops:
         return None
 
@@ -147,6 +151,7 @@ def main():
     ap.add_argument("object")
     ap.add_argument("function", nargs="?", default=".")
     ap.add_argument("--cuobjdump")
+    ap.add_argument("--loop", type=lambda x: int(x, 16), help="the loop starting at this address (hex)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     tool = find_cuobjdump(a.cuobjdump)
@@ -156,7 +161,7 @@ def main():
     for name, ins in parse(text).items():
         if not re.search(a.function, name):
             continue
-        loop = hot_loop(ins)
+        loop = hot_loop(ins, a.loop)
         if not loop:
             continue
         per_pipe, per_op, cold = loop_counts(ins, *loop)

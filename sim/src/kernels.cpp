@@ -27,6 +27,18 @@ constexpr LoopCounts kFlashD128{16, 66, 228, 129, 32, 8, 105, 28};
 constexpr LoopCounts kFlashD128Causal{16, 66, 228, 135, 32, 10, 105, 28};
 constexpr LoopCounts kFlashD64{12, 66, 196, 110, 32, 8, 81, 20};
 constexpr LoopCounts kFlashD64Causal{12, 66, 196, 96, 32, 8, 82, 20};
+// attention/flash_fwd_sm90_overlap (.../attention/src/flash_fwd_sm90_overlap.cu.o, bf16): the tile loop,
+// which the item loop holds once, unrolled around it, so it is named by its start:
+//   scripts/sass-counts.py OBJ 'OverlapTileILi128ELi128EEELb0E13__nv_bfloat16' --loop 3330
+// (d128: 3330 / causal 3820; d64: 2d40 / 31e0, nvcc 13.0). One K/V tile for one consumer warpgroup.
+constexpr LoopCounts kOverlapD128{16, 66, 228, 82, 32, 4, 106, 37};
+constexpr LoopCounts kOverlapD128Causal{16, 66, 228, 83, 32, 4, 108, 39};
+constexpr LoopCounts kOverlapD64{12, 66, 196, 90, 32, 4, 94, 26};
+constexpr LoopCounts kOverlapD64Causal{12, 66, 196, 93, 32, 4, 94, 28};
+// Its chain per tile for one warp (scripts/sass-chain.py, same loop, --warpgroups 2: a warpgroup's
+// products share the tensor cores with the other's): SM cycles.
+constexpr double kOverlapChainD128 = 3196, kOverlapChainD128Causal = 3189, kOverlapChainD64 = 2024,
+                 kOverlapChainD64Causal = 1994;
 // attention/decode (inferlab_kernels.dir/attention/src/decode.cu.o, head dim 128, 8 or 4 warps
 // alike): one 16-token K/V tile for one warp; MT = m16 tiles of query heads (1: up to 16, 2: 32).
 constexpr LoopCounts kDecodeMt1{32, 10, 88, 353, 4, 43, 6, 17};
@@ -210,6 +222,31 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   return k;
 }
 
+// The overlapped flash kernel (flash_fwd_sm90_overlap.cu): the schedule, tiles and items of
+// flash_sm90; the two consumer warpgroups take turns issuing their products (ping-pong), so one's
+// softmax runs while the other's products occupy the tensor cores: the pipes overlap. What does not
+// overlap is each warpgroup's own chain through a tile: its products (S_j issued with P_{j-1} V_{j-1})
+// and its softmax, which the SASS places after the wait for both products (ptxas sinks every
+// exponential below WARPGROUP.DEPBAR.LE gsb0, 0x0: kernels/attention/NOTES.md). A CTA's time is its
+// item tiles one after another at that chain (sass-chain.py), or the SM's pipes if they take longer.
+KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const Hardware& hw) {
+  KernelLaunch k = flash_sm90(s, dtype, hw);
+  const bool d64 = s.head_dim <= 64;
+  const LoopCounts& c = d64 ? (s.causal ? kOverlapD64Causal : kOverlapD64) : (s.causal ? kOverlapD128Causal : kOverlapD128);
+  const double chain = d64 ? (s.causal ? kOverlapChainD64Causal : kOverlapChainD64)
+                           : (s.causal ? kOverlapChainD128Causal : kOverlapChainD128);
+  const double tensor_flops = k.work.tensor_flops;
+  const double wg_tiles = tensor_flops / (4.0 * 64.0 * 128.0 * double(s.head_dim));
+  k.kernel = "flash_fwd_overlap_kernel";
+  k.composition = Composition::overlapped;
+  k.work = work_of(c, 128.0 * wg_tiles);
+  k.work.tensor_flops = tensor_flops;
+  k.work.tensor_dtype = dtype;
+  // Items balance dynamically: a CTA walks its share of the item tiles (two warpgroups each).
+  k.cta_cycles = chain * wg_tiles / 2.0 / double(k.ctas);
+  return k;
+}
+
 // The naive path (attention.cu): a pointer-table kernel, cuBLAS S = QK^T (batched), softmax_rows
 // (one 256-thread CTA per row: a first pass that streams the row from HBM 4 elements per thread per
 // round trip, a block reduction, a second pass from L2 that writes P), cuBLAS O = PV.
@@ -271,9 +308,9 @@ std::vector<KernelLaunch> naive(const AttentionShape& s, DType dtype, const Hard
 }  // namespace
 
 std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, AttentionVariant v, DType dtype,
-                                                    const Hardware& hw) {
+                                                    const Hardware& hw, bool varlen) {
   if (v == AttentionVariant::naive) return naive(s, dtype, hw);
-  KernelLaunch k = flash_sm90(s, dtype, hw);
+  KernelLaunch k = varlen ? flash_sm90(s, dtype, hw) : flash_sm90_overlapped(s, dtype, hw);
   const Op op = attention_cost(s, v, dtype, dtype);
   k.bytes = op.bytes();
   k.write_share = write_share(op);

@@ -329,7 +329,7 @@ const char* mma_tile_name(MmaTile t) {
 }
 
 // wgmma runs on compute capability 9.0 exactly (sm_90a code does not run on later GPUs), when it was built.
-FlashKernel resolve_flash_kernel(const FlashOptions& o) {
+FlashKernel resolve_flash_kernel(const FlashOptions& o, bool varlen) {
   if (o.kernel == FlashKernel::mma) return FlashKernel::mma;
   int device = 0, major = 0, minor = 0;
   INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
@@ -344,7 +344,8 @@ FlashKernel resolve_flash_kernel(const FlashOptions& o) {
                   " is " + std::to_string(major) + "." + std::to_string(minor));
     return o.kernel;
   }
-  return kWgmmaBuilt && sm90 ? FlashKernel::wgmma : FlashKernel::mma;
+  if (!(kWgmmaBuilt && sm90)) return FlashKernel::mma;
+  return varlen ? FlashKernel::wgmma : FlashKernel::overlapped;
 }
 
 void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
@@ -358,7 +359,7 @@ void launch_flash_forward(const AttentionParams& a, cudaStream_t stream) {
 }
 
 void launch_flash_prefill(const PrefillParams& a, cudaStream_t stream) {
-  const FlashKernel k = resolve_flash_kernel(a.flash);
+  const FlashKernel k = resolve_flash_kernel(a.flash, /*varlen=*/true);
   check_options(a.flash, a.head_dim, k);
   if (k == FlashKernel::overlapped)
     throw Error("attention/prefill: the overlapped flash kernel runs dense attention only (use wgmma or mma)");

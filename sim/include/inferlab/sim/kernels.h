@@ -93,8 +93,10 @@ struct KernelLaunch {
 // The kernel variants of kernels/ (names as their NOTES use them).
 // attention/flash_fwd_sm90 (wgmma, persistent) or attention/naive (pointer tables, cuBLAS QK^T,
 // softmax_rows, cuBLAS PV) for a prefill shape; bytes are the op's (sim/ops.h attention_cost).
+// Dense attention (attention.h, its automatic rung on the H100) runs flash_fwd_sm90_overlap; the varlen
+// prefill (prefill.h, the engine's) runs flash_fwd_sm90.
 std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, AttentionVariant v, DType dtype,
-                                                    const Hardware& hw);
+                                                    const Hardware& hw, bool varlen = false);
 // attention/decode: plain (one piece per context) or split (flash-decoding, s.splits pieces).
 std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DType dtype, const Hardware& hw);
 // gemm/linear: cuBLAS (bf16, fp16), cuBLASLt (fp8) or the weight-only kernel (int8, int4, sparse24).

@@ -22,8 +22,9 @@ namespace inferlab {
 
 // The flash rungs, side by side in one process (no environment switches): each is a named kernel with
 // its own test over the same shapes (tests/kernels/test_attention.cpp, test_prefill.cpp).
-//   automatic  the persistent wgmma kernel on compute capability 9.0 (flash_fwd_sm90.cu, built for
-//              sm_90a), the mma.sync kernel elsewhere
+//   automatic  on compute capability 9.0 (built for sm_90a) the overlapped kernel for dense attention
+//              (measured 1.35-1.6x the wgmma kernel, kernels/attention/NOTES.md) and the wgmma kernel
+//              for the varlen prefill; the mma.sync kernel elsewhere
 //   mma        the mma.sync m16n8k16 kernel (flash_fwd.cu), any GPU from compute capability 8.0
 //   wgmma      the persistent wgmma kernel; an inferlab::Error on a GPU (or a build) without it
 //   overlapped the wgmma kernel with TMA copies and the softmax of key tile j overlapped with the
@@ -45,9 +46,9 @@ struct FlashOptions {
   int max_ctas = 0;
 };
 
-// The kernel a launch with these options runs on the current device: automatic resolved; wgmma where it
-// is not available throws inferlab::Error naming why.
-FlashKernel resolve_flash_kernel(const FlashOptions& o);
+// The kernel a launch with these options runs on the current device (varlen: the prefill of prefill.h):
+// automatic resolved; wgmma or overlapped where it is not available throws inferlab::Error naming why.
+FlashKernel resolve_flash_kernel(const FlashOptions& o, bool varlen = false);
 
 struct AttentionParams {
   DType dtype = DType::bf16;  // bf16 or fp16 for Q, K, V, O (and the naive scores)
