@@ -173,17 +173,21 @@ def main():
         path = steady_path(ins, *loop)
         cycles, count = chain(path, a.smem, a.dram, a.mufu, a.read, wgmma_cycles, a.iterations)
         alone, _ = chain(path, a.smem, 0.0, a.mufu, a.read, wgmma_cycles, a.iterations)
-        out[name] = {"loop": [hex(loop[0]), hex(loop[1])], "instructions": count, "cycles": round(cycles, 1),
+        pipes = {}
+        for x in path:
+            pipes[sc.pipe_of(x[1])] = pipes.get(sc.pipe_of(x[1]), 0) + 1
+        out[name] = {"loop": [hex(loop[0]), hex(loop[1])], "instructions": count, "pipes": pipes, "cycles": round(cycles, 1),
                      "cycles_per_instruction": round(cycles / count, 2), "cycles_no_dram": round(alone, 1),
                      "beside_dram": round(cycles - a.dram, 1)}
     if a.json:
         print(json.dumps(out, indent=1))
         return
-    print("function | loop | instructions | cycles | cycles per instruction | cycles without the DRAM wait | "
-          "cycles beside one DRAM latency")
+    print("function | loop | instructions (per pipe, the steady path) | cycles | cycles per instruction | "
+          "cycles without the DRAM wait | cycles beside one DRAM latency")
     for name, r in out.items():
         short = re.sub(r"_GLOBAL__N__\w+?_\d+_", "", name)
-        print(f"{short} | {r['loop'][0]}-{r['loop'][1]} | {r['instructions']} | {r['cycles']} | "
+        per = " ".join(f"{k} {v}" for k, v in sorted(r["pipes"].items()))
+        print(f"{short} | {r['loop'][0]}-{r['loop'][1]} | {r['instructions']} ({per}) | {r['cycles']} | "
               f"{r['cycles_per_instruction']} | {r['cycles_no_dram']} | {r['beside_dram']}")
 
 

@@ -1,7 +1,7 @@
 // Google Benchmark over the linear-layer formats (kernels/gemm) at the Llama-3-8B layer shapes
 // (n x k: 4096x4096 q/o, 14336x4096 gate/up, 4096x14336 down, 1024x4096 k/v) and m = 1, 16, 64
 // tokens, plus the 8192^3 GEMM of bf16 against fp8; the weight-only kernels' split-k candidates and
-// both weight-only kernels (mma, wgmma) beside the plan's rows. Counters from the sim/ cost of the launch:
+// the weight-only kernels (mma, wgmma, wgmma_tma) beside the plan's rows. Counters from the sim/ cost of the launch:
 //   weight_GB/s   the format's weight bytes (values, scales, metadata) over the median
 //   speedup       cuBLAS bf16 on the same shape and activations (same run) / this format
 //   ideal         the bf16 weight bytes / this format's weight bytes
@@ -81,13 +81,13 @@ int main(int argc, char** argv) {
               ->Unit(benchmark::kMicrosecond);
         }
   // The weight-only kernels side by side with the plan's choice (LinearParams::kernel):
-  // linear/<f>/n<n>xk<k>/m<m>/kernel:<mma|wgmma> at m = 1, 8, 16, 32, 64 (a kernel that cannot run here
+  // linear/<f>/n<n>xk<k>/m<m>/kernel:<mma|wgmma|wgmma_tma> at m = 1, 8, 16, 32, 64 (a kernel that cannot run here
   // is a skipped row).
   for (const auto& sh : shapes)
     for (int64_t m : {1, 8, 16, 32, 64})
       for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
-        for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma}) {
-          if (f == WeightFormat::sparse24 && kernel == WeightOnlyKernel::wgmma) continue;
+        for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma, WeightOnlyKernel::wgmma_tma}) {
+          if (f == WeightFormat::sparse24 && kernel != WeightOnlyKernel::mma) continue;
           const LinearShape s{m, sh[0], sh[1]};
           const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
                                    std::to_string(sh[1]) + "/m" + std::to_string(m) + "/kernel:" + weight_only_kernel_name(kernel);

@@ -86,17 +86,25 @@ constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}, {805, 695}},
                                 {4, {32, 0, 0, 147, 0, 45, 0, 16}, {829, 685}}};
 // gemm/weight_only_sm90 (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90.cu.o): one unit (a
 // 128-column group of the warp's 16 rows: 8 wgmma k16 steps, the unit's copies issued) for one warp,
-// N = 16, 32, 64 tokens; the steady-state path only (scripts/sass-counts.py counts the loop with the
-// stretch's write-out, taken once or twice a block: 672-2100 instructions). HADD2/HFMA2 are alu here.
-constexpr LoopCounts kWgInt4[] = {{8, 2, 8, 214, 4, 19, 54, 16}, {8, 2, 16, 233, 4, 20, 56, 20}, {8, 2, 32, 246, 4, 22, 55, 16}};
-constexpr LoopCounts kWgInt8[] = {{8, 2, 72, 215, 4, 17, 57, 19}, {8, 2, 80, 223, 4, 18, 50, 15}, {8, 2, 96, 246, 4, 20, 62, 19}};
+// N = 16, 32, 64 tokens; the steady-state path only (sass-chain.py's path: the stretch's write-out,
+// taken once or twice a block, left out). HADD2/HFMA2 count on the fp32 pipe.
+constexpr LoopCounts kWgInt4[] = {{8, 2, 72, 214, 4, 17, 18, 13}, {8, 2, 80, 224, 4, 18, 24, 13}, {8, 2, 96, 245, 4, 20, 23, 13}};
+constexpr LoopCounts kWgInt8[] = {{8, 2, 8, 223, 4, 19, 23, 13}, {8, 2, 16, 275, 4, 20, 9, 17}, {8, 2, 32, 279, 4, 22, 23, 13}};
 // Its chain per unit (sass-chain.py --warpgroups 4 for N = 16 and 32: two blocks an SM; 2 for N = 64).
 // The unit's fence.proxy.async (SASS: MEMBAR.ALL.CTA, before the unit's barrier) waits for every
 // copy the thread has in flight, the next units' included: each unit waits one DRAM latency for the
 // copies the previous unit issued, however many stages the ring has (measured ~1.6 us a unit at
 // every N, kernels/gemm/NOTES.md).
-constexpr Chain kWgChainInt4[] = {{747, 692}, {935, 783}, {877, 749}};
-constexpr Chain kWgChainInt8[] = {{849, 793}, {984, 791}, {990, 795}};
+constexpr Chain kWgChainInt4[] = {{922.8, 559.0}, {1173.8, 550.0}, {1244.7, 605.0}};
+constexpr Chain kWgChainInt8[] = {{846.3, 443.0}, {1187.4, 437.6}, {1221.4, 492.6}};
+// gemm/weight_only_sm90_tma (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90_tma.cu.o): a consumer
+// warp's steady-state path per unit (sass-chain.py --warpgroups 4 for N = 16 and 32, two blocks an SM; 2
+// for N = 64): its per-pipe counts and its chain with no DRAM wait (the producer's copies are off the
+// consumers' path).
+constexpr LoopCounts kTmaInt4[] = {{8, 0, 72, 173, 0, 4, 0, 29}, {8, 0, 80, 173, 0, 4, 0, 29}, {8, 0, 96, 173, 0, 4, 0, 29}};
+constexpr LoopCounts kTmaInt8[] = {{8, 0, 8, 162, 0, 4, 0, 29}, {8, 0, 16, 161, 0, 4, 0, 29}, {8, 0, 32, 161, 0, 4, 0, 29}};
+constexpr double kTmaChainInt4[] = {664.4, 943.8, 965.8};
+constexpr double kTmaChainInt8[] = {627.0, 905.4, 892.8};
 // attention/naive softmax_rows (inferlab_kernels.dir/attention/src/attention.cu.o): the first pass
 // (online max and sum) per 4 elements of a row per thread. The second pass (exp, scale, store) is
 // counted from its source: load, subtract, ex2, multiply, convert, store, index and compare.
@@ -412,30 +420,34 @@ std::string weight_only_kernel_name(WeightOnlyKernel k) {
     case WeightOnlyKernel::automatic: return "automatic";
     case WeightOnlyKernel::mma: return "mma";
     case WeightOnlyKernel::wgmma: return "wgmma";
+    case WeightOnlyKernel::wgmma_tma: return "wgmma_tma";
   }
   return "?";
 }
 
-int64_t wgmma_from_tokens(WeightFormat f) { return f == WeightFormat::int8 ? 33 : 17; }
+int64_t wgmma_from_tokens(WeightFormat f) { return f == WeightFormat::int8 ? 17 : 9; }
 
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel, bool wgmma_available) {
   constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
   const bool wgmma_format = f == WeightFormat::int4 || f == WeightFormat::int8;
-  if (kernel == WeightOnlyKernel::wgmma && !wgmma_format)
-    throw Error("linear: the wgmma weight-only kernel serves int8 and int4 (" + weight_format_name(f) +
+  if ((kernel == WeightOnlyKernel::wgmma || kernel == WeightOnlyKernel::wgmma_tma) && !wgmma_format)
+    throw Error("linear: the " + weight_only_kernel_name(kernel) + " weight-only kernel serves int8 and int4 (" +
+                weight_format_name(f) +
                 " runs on the mma kernel)");
   if (kernel == WeightOnlyKernel::automatic)
-    kernel = wgmma_available && wgmma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma : WeightOnlyKernel::mma;
+    kernel = wgmma_available && wgmma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma_tma : WeightOnlyKernel::mma;
   WeightOnlyPlan plan;
   plan.kernel = kernel;
   plan.row_tiles = ceil_div(n, kBlockRows);
-  if (kernel == WeightOnlyKernel::wgmma) {
+  if (kernel == WeightOnlyKernel::wgmma || kernel == WeightOnlyKernel::wgmma_tma) {
+    const bool tma = kernel == WeightOnlyKernel::wgmma_tma;
     // One persistent wave: every SM holds blocks_per_sm blocks, each with an equal contiguous share
     // of the units (a tile's 128-column groups in order, then the next tile's).
     plan.tokens = weight_only_wgmma_tokens(m);
-    plan.blocks_per_sm = weight_only_wgmma_blocks_per_sm(plan.tokens);
-    plan.stages = weight_only_wgmma_stages(f == WeightFormat::int4, plan.tokens);
+    plan.blocks_per_sm = tma ? weight_only_tma_blocks_per_sm(plan.tokens) : weight_only_wgmma_blocks_per_sm(plan.tokens);
+    plan.stages = tma ? weight_only_tma_stages(f == WeightFormat::int4, plan.tokens)
+                      : weight_only_wgmma_stages(f == WeightFormat::int4, plan.tokens);
     plan.units = plan.row_tiles * (k / 128);
     plan.ctas = std::min<int64_t>(plan.units, sm_count * plan.blocks_per_sm);
     plan.m_tiles = plan.tokens / 8;
@@ -480,6 +492,21 @@ int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int
 
 namespace {
 
+// The Hopper weight-only kernels' write-out (weight_only_sm90_unit.cuh write_out): a block's first
+// round trip fills its ring; a tile whose units several blocks share is summed by their fp32 atomics
+// (one per cell and block), fenced and counted (three round trips), and the last block reads the sums
+// back, every load before any store: one L2 round trip after the wave.
+void stream_k_write_out(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, KernelLaunch& kl) {
+  double split_cells = 0;
+  for (int64_t t = 0; t < plan.row_tiles; ++t) {
+    const int64_t segs = weight_only_wgmma_segments(plan, t, k);
+    if (segs > 1) split_cells += double(segs) * double(m) * double(std::min<int64_t>(128, n - t * 128));
+  }
+  kl.cta_round_trips = 1 + (split_cells > 0 ? 3 : 0);
+  kl.atomics = split_cells;
+  kl.tail_l2_round_trips = split_cells > 0 ? 1 : 0;
+}
+
 // weight_only_sm90.cu: 8 warps (2 warpgroups of 64 rows) a block, a persistent grid over units of a
 // 128-row tile by 128 columns; per unit each warp dequantizes its 16 rows into registers and its
 // warpgroup issues 8 wgmma m64nNk16 on X's stage. The tensor cores run the padded N tokens.
@@ -499,26 +526,45 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
   // and the read-back.
   const double units_per_cta = std::ceil(double(plan.units) / double(plan.ctas));
   kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta, 8.0 * plan.blocks_per_sm, hw.pipes);
-  double split_cells = 0;
-  for (int64_t t = 0; t < plan.row_tiles; ++t) {
-    const int64_t segs = weight_only_wgmma_segments(plan, t, k);
-    if (segs > 1) split_cells += double(segs) * double(m) * double(std::min<int64_t>(128, n - t * 128));
-  }
-  kl.cta_round_trips = 1 + (split_cells > 0 ? 3 : 0);
-  kl.atomics = split_cells;
-  // The last block of a shared tile reads the sums back one accumulator at a time, each load consumed
-  // before the next is issued (SASS: LDG.E.STRONG.GPU -> F2FP -> STG, per accumulator of a real token,
-  // none overlapped): a thread's real tokens among 8i + 2t + {0, 1} (t = 0 holds the most), two rows
-  // each: that many dependent L2 round trips after the wave.
-  double readback = 0;
-  for (int64_t i = 0; i < plan.tokens / 8; ++i) readback += 2.0 * double((8 * i < m) + (8 * i + 1 < m));
-  kl.tail_l2_round_trips = split_cells > 0 ? readback : 0;
+  stream_k_write_out(plan, m, n, k, kl);
+  return kl;
+}
+
+// weight_only_sm90_tma.cu: the wgmma kernel's units and grid, the ring filled by one producer thread
+// per block (TMA for X, bulk copies for the weight and scales). Each unit lands X's [N x 128] tile beside
+// the weight in shared memory, so the copy stream is the weight, the scales and one X tile per unit (X
+// itself is L2-resident: every block reads it): those bytes at the reachable bandwidth are the memory
+// term. The consumers walk their units at their chain, off the copies' latency (S - 1 units in flight);
+// the write-out as the wgmma kernel's.
+KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
+                               const Hardware& hw, KernelLaunch kl) {
+  const int ti = plan.tokens == 16 ? 0 : plan.tokens == 32 ? 1 : 2;
+  const bool int4 = f == WeightFormat::int4;
+  const LoopCounts& lp = int4 ? kTmaInt4[ti] : kTmaInt8[ti];
+  const double chain = int4 ? kTmaChainInt4[ti] : kTmaChainInt8[ti];
+  kl.kernel = "weight_only_tma_kernel";
+  kl.tensor = TensorPath::sm;
+  kl.ctas = plan.ctas;
+  kl.ctas_per_sm = plan.blocks_per_sm;
+  kl.work.tensor_flops = 2.0 * double(plan.tokens) * double(plan.row_tiles * 128) * double(k);
+  kl.work += work_of(lp, 32.0 * 8.0 * double(plan.units));
+  const double x_once = double(m) * double(k) * 2.0;
+  kl.bytes += double(plan.units) * double(plan.tokens) * 128.0 * 2.0 - x_once;  // X tile per unit, for X once
+  const double units_per_cta = std::ceil(double(plan.units) / double(plan.ctas));
+  const Chain ch{chain, chain - hw.pipes.dram_latency_s * hw.pipes.sm_clock_hz};  // no DRAM wait per unit
+  kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta, 8.0 * plan.blocks_per_sm, hw.pipes);
+  stream_k_write_out(plan, m, n, k, kl);
   return kl;
 }
 
 }  // namespace
 
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw) {
+  return linear_kernels(m, n, k, f, hw, WeightOnlyKernel::automatic);
+}
+
+std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw,
+                                         WeightOnlyKernel kernel) {
   const Op op = linear_cost(LinearShape{m, n, k}, f);
   KernelLaunch kl;
   kl.bytes = op.bytes();
@@ -539,8 +585,9 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // by fp32 atomics, the last block of a row tile converts.
   // The wgmma kernel exists on Hopper only (sm_90a), as the launcher decides on the device.
   const bool hopper = hw.architecture.rfind("Hopper", 0) == 0;
-  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, WeightOnlyKernel::automatic, hopper);
+  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper);
   if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
+  if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
   const int mi = plan.m_tiles == 1 ? 0 : plan.m_tiles == 2 ? 1 : plan.m_tiles == 4 ? 2 : 3;
   const WoLoop& lp = f == WeightFormat::int4 ? kWoInt4[mi] : f == WeightFormat::int8 ? kWoInt8[mi] : kWoSparse[mi];
   const double cols = f == WeightFormat::int4 ? 64 : 32;

@@ -119,25 +119,26 @@ TEST(LinearGpu, EverySplitOfTheWeightOnlyKernelsMatchesTheReference) {
             std::string::npos);
 }
 
-// The two weight-only kernels (LinearParams::kernel: mma.sync and, on Hopper, wgmma) side by side in one
+// The weight-only kernels (LinearParams::kernel: mma.sync and, on Hopper, wgmma and wgmma_tma) side by side in one
 // process over the same fresh shapes, each named explicitly whatever the plan would choose: every m the
 // tile paddings distinguish, n a multiple of 16 (not always of 128), k a multiple of 128; and the
 // wgmma kernel's persistent grid where blocks share a tile (stream-k: a tile cut into up to 40 pieces,
 // the last block converting) as well as where one block owns several tiles.
-TEST(LinearGpu, BothWeightOnlyKernelsMatchTheReference) {
+TEST(LinearGpu, EveryWeightOnlyKernelMatchesTheReference) {
   REQUIRE_GPU();
   LinearParams probe;
   probe.format = WeightFormat::int4, probe.m = 16, probe.n = 128, probe.k = 128, probe.kernel = WeightOnlyKernel::wgmma;
   const std::string wgmma_missing = error_of([&] { plan_linear(probe, device_sms()); });
   Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 91};
   const int64_t ms[] = {1, 8, 16, 17, 33, 64};
-  for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma}) {
-    if (kernel == WeightOnlyKernel::wgmma && !wgmma_missing.empty()) {
-      std::printf("wgmma weight-only kernel not run here: %s\n", wgmma_missing.c_str());
+  for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma, WeightOnlyKernel::wgmma_tma}) {
+    const bool hopper = kernel != WeightOnlyKernel::mma;
+    if (hopper && !wgmma_missing.empty()) {
+      std::printf("%s weight-only kernel not run here: %s\n", weight_only_kernel_name(kernel).c_str(), wgmma_missing.c_str());
       continue;
     }
     for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8, WeightFormat::sparse24}) {
-      if (f == WeightFormat::sparse24 && kernel == WeightOnlyKernel::wgmma) continue;
+      if (f == WeightFormat::sparse24 && hopper) continue;
       for (int64_t m : ms) {
         const int64_t n = 16 * (1 + int64_t(rng.next() % 48)), k = 128 * (1 + int64_t(rng.next() % 24));
         run_case(f, m, n, k, rng.next(), 0, kernel);
@@ -151,6 +152,13 @@ TEST(LinearGpu, BothWeightOnlyKernelsMatchTheReference) {
     }
     run_case(WeightFormat::int4, 16, 4096, 4096, 14, 0, kernel);  // the layer shapes of the experiment
     run_case(WeightFormat::int8, 64, 1024, 4096, 15, 0, kernel);
+    if (kernel == WeightOnlyKernel::wgmma_tma) {
+      // More units a block than ring stages (the producer waits on `empty`, the parities wrap), a tile's
+      // last warps past n (their copies skipped, their rows never stored), every token count padded.
+      run_case(WeightFormat::int4, 1, 14336, 4096, 16, 0, kernel);
+      run_case(WeightFormat::int8, 5, 1200, 4096, 17, 0, kernel);
+      run_case(WeightFormat::int4, 40, 2000, 2048, 18, 0, kernel);
+    }
   }
 }
 
@@ -272,6 +280,13 @@ TEST(LinearGpu, BadInputIsRejectedBeforeAnyLaunch) {
   EXPECT_NE(err().find("split_k applies to the mma"), std::string::npos);
   p.split_k = 0, p.format = WeightFormat::sparse24;
   EXPECT_NE(err().find("wgmma"), std::string::npos);
+  p.kernel = WeightOnlyKernel::wgmma_tma;  // the same refusals name the TMA rung
+  EXPECT_NE(err().find("wgmma_tma weight-only kernel"), std::string::npos);
+  p.format = WeightFormat::int4;
+  EXPECT_NE(err(80).find("wgmma_tma weight-only kernel"), std::string::npos);
+  p.split_k = 2;
+  EXPECT_NE(err().find("split_k applies to the mma"), std::string::npos);
+  p.split_k = 0, p.kernel = WeightOnlyKernel::wgmma;
   p.format = WeightFormat::bf16;
   EXPECT_NE(err().find("names a weight-only kernel"), std::string::npos);
 }

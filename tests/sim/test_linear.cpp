@@ -289,20 +289,28 @@ TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
   EXPECT_NO_THROW(step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int8)));
 }
 
-// automatic picks the weight-only kernel by format and tokens where the compression run measured each ahead
-// (sim/kernels.h wgmma_from_tokens): int4 on wgmma from 17 tokens, int8 from 33, 2:4 always on mma, and
-// mma wherever the wgmma kernel is not built or the GPU lacks it.
+// automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
+// (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 from 17, 2:4 always on mma, and
+// mma wherever the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.
 TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   auto pick = [](WeightFormat f, int64_t m, bool wgmma = true) {
     return plan_weight_only(f, m, 14336, 4096, 132, WeightOnlyKernel::automatic, wgmma).kernel;
   };
-  EXPECT_EQ(pick(WeightFormat::int4, 16), WeightOnlyKernel::mma);
-  EXPECT_EQ(pick(WeightFormat::int4, 17), WeightOnlyKernel::wgmma);
-  EXPECT_EQ(pick(WeightFormat::int8, 32), WeightOnlyKernel::mma);
-  EXPECT_EQ(pick(WeightFormat::int8, 33), WeightOnlyKernel::wgmma);
-  EXPECT_EQ(pick(WeightFormat::int8, 64), WeightOnlyKernel::wgmma);
+  EXPECT_EQ(pick(WeightFormat::int4, 8), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::int4, 9), WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::int8, 17), WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(pick(WeightFormat::int8, 64), WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::sparse24, 64), WeightOnlyKernel::mma);
   EXPECT_EQ(pick(WeightFormat::int4, 64, false), WeightOnlyKernel::mma);
+  // The TMA rung's plan: two blocks an SM up to 32 tokens (the registers allow it), one at 64.
+  const WeightOnlyPlan p16 = plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(p16.tokens, 16);
+  EXPECT_EQ(p16.blocks_per_sm, 2);
+  EXPECT_EQ(p16.ctas, 264);
+  EXPECT_EQ(p16.stages, weight_only_tma_stages(true, 16));
+  EXPECT_EQ(plan_weight_only(WeightFormat::int8, 64, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma).blocks_per_sm, 1);
+  EXPECT_THROW(plan_weight_only(WeightFormat::sparse24, 16, 4096, 4096, 132, WeightOnlyKernel::wgmma_tma), Error);
 }
 
 }  // namespace

@@ -25,16 +25,15 @@
 // (causal, seq_q > seq_k) needs no special case. The output is written from registers.
 #include <algorithm>
 #include <cfloat>
-#include <mutex>
 #include <string>
 
 #include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include "flash_fwd.h"
 #include "flash_sm90_common.cuh"
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/kernel_attributes.h"
+#include "inferlab/kernels/common/tensor_map.h"
 #include "inferlab/sim/error.h"
 
 namespace inferlab {
@@ -260,37 +259,15 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    INFERLAB_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
-    if (found == cudaDriverEntryPointSuccess) fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  });
-  if (!fn) throw Error("attention/flash: the driver has no cuTensorMapEncodeTiled (the overlapped kernel needs TMA)");
-  return fn;
-}
-
 // [batch, seq, heads, D] (row-major, D innermost) as a 4-d tensor map of [rows x 64] boxes, 128-byte
 // swizzle; coordinates past seq read as zeros.
 CUtensorMap tensor_map(const void* base, DType dtype, int64_t batch, int64_t seq, int64_t heads, int64_t d, int rows) {
-  const cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(heads), cuuint64_t(seq), cuuint64_t(batch)};
-  const cuuint64_t strides[3] = {cuuint64_t(d * 2), cuuint64_t(heads * d * 2), cuuint64_t(seq * heads * d * 2)};
-  const cuuint32_t box[4] = {64, 1, cuuint32_t(rows), 1};
-  const cuuint32_t elem[4] = {1, 1, 1, 1};
-  CUtensorMap map{};
-  const CUresult r = encode_tiled()(&map, dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                                    4, const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("attention/flash: cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ") for a [" +
-                std::to_string(batch) + ", " + std::to_string(seq) + ", " + std::to_string(heads) + ", " +
-                std::to_string(d) + "] operand (TMA needs 16-byte aligned rows and base)");
-  return map;
+  const uint64_t dims[4] = {uint64_t(d), uint64_t(heads), uint64_t(seq), uint64_t(batch)};
+  const uint64_t strides[3] = {uint64_t(d * 2), uint64_t(heads * d * 2), uint64_t(seq * heads * d * 2)};
+  const uint32_t box[4] = {64, 1, uint32_t(rows), 1};
+  return make_tensor_map("attention/flash", base,
+                         dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, dims,
+                         strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 template <class Cfg, bool kCausal, class T>

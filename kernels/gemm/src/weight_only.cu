@@ -338,15 +338,17 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
   constexpr bool kWgmmaBuilt = false;
 #endif
   const bool wgmma_here = kWgmmaBuilt && compute_capability == 90;
-  if (p.kernel == WeightOnlyKernel::wgmma && !wgmma_here)
-    throw Error(kWgmmaBuilt ? "linear: the wgmma weight-only kernel needs compute capability 9.0 (this GPU: " +
+  const bool hopper_kernel = p.kernel == WeightOnlyKernel::wgmma || p.kernel == WeightOnlyKernel::wgmma_tma;
+  const std::string name = weight_only_kernel_name(p.kernel);
+  if (hopper_kernel && !wgmma_here)
+    throw Error(kWgmmaBuilt ? "linear: the " + name + " weight-only kernel needs compute capability 9.0 (this GPU: " +
                                   std::to_string(compute_capability / 10) + "." + std::to_string(compute_capability % 10) + ")"
-                            : std::string("linear: the wgmma weight-only kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)"));
+                            : "linear: the " + name + " weight-only kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
   const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here);
   LinearPlan plan;
   plan.kernel = wp.kernel;
   plan.m_tiles = wp.m_tiles;
-  if (wp.kernel == WeightOnlyKernel::wgmma) {
+  if (wp.kernel == WeightOnlyKernel::wgmma || wp.kernel == WeightOnlyKernel::wgmma_tma) {
     plan.tokens = wp.tokens;
     plan.ctas = wp.ctas;
     plan.k_per_block = wp.k_per_block;
@@ -376,6 +378,7 @@ std::size_t weight_only_workspace_bytes(const LinearParams& p) {
 void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
 #ifdef INFERLAB_HAVE_SM90A
   if (plan.kernel == WeightOnlyKernel::wgmma) return weight_only_linear_sm90(p, plan, stream);
+  if (plan.kernel == WeightOnlyKernel::wgmma_tma) return weight_only_linear_sm90_tma(p, plan, stream);
 #endif
   if (plan.kernel != WeightOnlyKernel::mma) throw Error("weight_only_linear: the plan names a kernel this build lacks");
   WoParams wp{};

@@ -1,5 +1,6 @@
 #pragma once
-// The weight-only / 2:4 kernels (weight_only.cu: mma; weight_only_sm90.cu: wgmma), called by linear()
+// The weight-only / 2:4 kernels (weight_only.cu: mma; weight_only_sm90.cu: wgmma;
+// weight_only_sm90_tma.cu: wgmma_tma), called by linear()
 // for int8, int4, sparse24.
 #include <cstddef>
 
@@ -16,8 +17,9 @@ std::size_t weight_only_workspace_bytes(const LinearParams& p);
 void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
 
 #ifdef INFERLAB_HAVE_SM90A
-// weight_only_sm90.cu (built for sm_90a): the wgmma kernel.
+// weight_only_sm90.cu and weight_only_sm90_tma.cu (built for sm_90a): the wgmma and wgmma_tma kernels.
 void weight_only_linear_sm90(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
+void weight_only_linear_sm90_tma(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
 #endif
 
 }  // namespace inferlab

@@ -24,9 +24,10 @@
 //     group at a time, and summing it would be one more pass over every stage.) int8: the
 //     byte-permute conversion of weight_only.cu, products straight into the result, the channel
 //     scale at the end;
-//   - the A registers and int4's group accumulators are double-buffered by unit parity: one unit's
-//     products run while the next unit is dequantized and the previous one's are scaled in
-//     (wgmma.wait_group 1); the stage a unit used is refilled two units later.
+//   - per unit every thread waits for its own copies, fences them to the tensor cores' proxy and meets
+//     the block at a barrier; then dequantization, the 8 products (waited for: wait_group 0) and the
+//     scale-in (weight_only_sm90_unit.cuh, shared with weight_only_sm90_tma.cu, which changes only the
+//     pipeline: a producer thread, TMA and mbarriers instead of this per-unit fence and barrier).
 // The model of its cost is sim/kernels.h linear_kernels (WeightOnlyKernel::wgmma).
 #include <cuda_bf16.h>
 
@@ -39,14 +40,13 @@
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/kernels.h"
-#include "dequant.cuh"
 #include "weight_only.h"
-#include "wgmma_rs.h"
+#include "weight_only_sm90_unit.cuh"
 
 namespace inferlab {
 namespace {
 
-constexpr int kWarps = 8, kThreads = kWarps * 32, kBlockRows = kWarps * 16, kGroup = 128;
+constexpr int kWarps = 8, kThreads = kWarps * 32, kBlockRows = kWoBlockRows, kGroup = kWoGroup;
 
 // The tile choices (sim/kernels.h, one place): stages, blocks per SM, shared memory.
 template <WeightFormat F, int N>
@@ -88,18 +88,6 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// wgmma shared-memory matrix descriptor, 128-byte swizzle (flash_fwd_sm90.cu's).
-__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (1ull << 62);
-}
-
-// a + b as bf16x2 (a FMA with 1): exact here, where a = 128 + q and b = −(128 + z).
-__device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0x3F803F80u), "r"(b));
-  return d;
-}
-
 template <WeightFormat F, int N>
 __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
     weight_only_wgmma_kernel(const __grid_constant__ WgParams p) {
@@ -115,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
   uint32_t* ss = reinterpret_cast<uint32_t*>(smem + S * (T::kXBytes + T::kWBytes));
   __shared__ int last_flag;
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4;
   const int groups = p.k / kGroup;
   const int u_begin = int(int64_t(blockIdx.x) * p.units / p.blocks);
   const int count = int(int64_t(blockIdx.x + 1) * p.units / p.blocks) - u_begin;
@@ -153,65 +141,14 @@ __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
 #pragma unroll 1
   for (int i = 0; i < P; ++i) load(i);
 
-  // acc[4i + e] = rows (g, g + 8) of this warp's 16 (e / 2) x tokens 8i + 2t + e % 2 (the wgmma
-  // accumulator layout, per warp that of mma.sync m16n8): the tile's stretch so far, in fp32.
-  float acc[N / 2];
-  float grp_acc[N / 2];  // a unit's products: int4 Σ (q − z)·x, int8 Σ q·x (only wgmma writes them)
-  uint32_t a[8][4];      // A fragments of a unit's 8 k16 steps
+  float acc[N / 2];       // the tile's stretch so far (scale_in's layout)
+  float grp_acc[N / 2];   // a unit's products: int4 Σ (q − z)·x, int8 Σ q·x (only wgmma writes them)
+  uint32_t a[8][4];       // A fragments of a unit's 8 k16 steps
 #pragma unroll
   for (int e = 0; e < N / 2; ++e) acc[e] = 0.f;
   int seg_first = u_begin;  // the first unit of the tile's stretch in progress
-  const uint32_t xs_addr = smem_u32(xs);
-
-  // A tile's stretch ends: store it (whole: this block summed every group of the tile), or add it
-  // into the workspace, the last block of the tile converting. acc is zero afterwards.
-  auto flush = [&](int tile, bool whole) {
-    const int r0 = tile * kBlockRows + warp * 16 + g;
-    if constexpr (!T::kInt4) {  // the channel scales
-      const float* sc = static_cast<const float*>(p.scales);
-      const float c0 = r0 < p.n ? __ldg(sc + r0) : 0.f, c1 = r0 + 8 < p.n ? __ldg(sc + r0 + 8) : 0.f;
-#pragma unroll
-      for (int i = 0; i < N / 8; ++i) {
-        acc[4 * i + 0] *= c0;
-        acc[4 * i + 1] *= c0;
-        acc[4 * i + 2] *= c1;
-        acc[4 * i + 3] *= c1;
-      }
-    }
-    auto each = [&](auto&& f) {
-#pragma unroll
-      for (int i = 0; i < N / 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int token = 8 * i + 2 * t + (e & 1), row = r0 + 8 * (e >> 1);
-          if (token < p.m && row < p.n) f(int64_t(token) * p.n + row, acc[4 * i + e]);
-        }
-    };
-    if (whole) {
-      each([&](int64_t o, float v) { p.y[o] = __float2bfloat16_rn(v); });
-    } else {
-      each([&](int64_t o, float v) { atomicAdd(p.partial + o, v); });
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) {
-        // Unit u lies in block floor(((u + 1)·blocks − 1) / units): the blocks that share the tile.
-        auto block_of = [&](int u) { return int((int64_t(u + 1) * p.blocks - 1) / p.units); };
-        const int segments = block_of((tile + 1) * groups - 1) - block_of(tile * groups) + 1;
-        last_flag = atomicAdd(p.counters + tile, 1) == segments - 1;
-      }
-      __syncthreads();
-      if (last_flag) {
-        __threadfence();
-        each([&](int64_t o, float) {
-          p.y[o] = __float2bfloat16_rn(__ldcg(p.partial + o));
-          p.partial[o] = 0.f;
-        });
-        if (tid == 0) p.counters[tile] = 0;
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < N / 2; ++e) acc[e] = 0.f;
-  };
+  const uint64_t desc0 = wo_desc(smem_u32(xs), 16, 1024);
+  const WoOut out{p.scales, p.y, p.partial, p.counters, p.m, p.n, groups, p.units, p.blocks};
 
 #pragma unroll 1
   for (int i = 0; i < count; ++i) {
@@ -219,72 +156,16 @@ __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
     fence_proxy_async();     // ... ordered before the tensor cores' reads of X
     __syncthreads();         // every thread's; and every warpgroup is done with unit i - 1's stage
     const int u = u_begin + i, slot = i % S;
-
-    // A fragments: this lane's 16 bytes of each of its warp's chunks of the unit.
-    const uint4* wl = ws + (slot * kWarps + warp) * T::kChunks * 32 + lane;
-    float sc0 = 1.f, sc1 = 1.f;  // what multiplies the unit's products into acc (rows g, g + 8)
-    if constexpr (T::kInt4) {
-      const uint32_t sz0 = ss[slot * kBlockRows + warp * 16 + g], sz1 = ss[slot * kBlockRows + warp * 16 + g + 8];
-      sc0 = __uint_as_float(sz0 << 16);
-      sc1 = __uint_as_float(sz1 << 16);
-      // −(128 + z) in both halves (registers 0, 2 hold row g, 1, 3 row g + 8).
-      const uint32_t z0 = ((sz0 & 0xffff0000u) | (sz0 >> 16)) ^ 0x80008000u;
-      const uint32_t z1 = ((sz1 & 0xffff0000u) | (sz1 >> 16)) ^ 0x80008000u;
-#pragma unroll
-      for (int j = 0; j < T::kChunks; ++j) {
-        const uint4 c = wl[j * 32];
-        const uint32_t words[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {  // k16 step 4j + q
-          const uint32_t w = words[q];
-          a[4 * j + q][0] = bf16x2_add(lop3_and_or(w, 0x000F000Fu, 0x43004300u), z0);
-          a[4 * j + q][1] = bf16x2_add(lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u), z1);
-          a[4 * j + q][2] = bf16x2_add(lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), z0);
-          a[4 * j + q][3] = bf16x2_add(lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u), z1);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < T::kChunks; ++j) {
-        const uint4 c = wl[j * 32];
-        const uint32_t words[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {  // k16 step 2j + h: bytes a0..a3, a4..a7
-          const uint32_t lo = words[2 * h], hi = words[2 * h + 1];
-          a[2 * j + h][0] = int8x2_to_bf16x2(lo, 0);
-          a[2 * j + h][1] = int8x2_to_bf16x2(lo, 2);
-          a[2 * j + h][2] = int8x2_to_bf16x2(hi, 0);
-          a[2 * j + h][3] = int8x2_to_bf16x2(hi, 2);
-        }
-      }
-    }
-
-    // The unit's 8 k16 steps into grp_acc (the first overwrites it); B = X's stage, step ks at atom
-    // ks / 4, byte 32 (ks % 4) of each row. The next unit's copies are issued while they run.
-    const uint32_t xb = xs_addr + uint32_t(slot * T::kXBytes);
-    uint64_t bd[8];
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) bd[ks] = desc(xb + uint32_t((ks / 4) * (N * 128) + (ks % 4) * 32), 16, 1024);
-    wgmma_rs::pin(a, bd);
-    wgmma_rs::fence();
-    wgmma_rs::bf16<N, 0>(grp_acc, a[0], bd[0]);
-#pragma unroll
-    for (int ks = 1; ks < 8; ++ks) wgmma_rs::bf16<N, 1>(grp_acc, a[ks], bd[ks]);
-    wgmma_rs::commit();
-    load(i + P);
-    wgmma_rs::wait<0>();
-    wgmma_rs::keep(a);
-    wgmma_rs::fence_operand(grp_acc);
-#pragma unroll
-    for (int e = 0; e < N / 8; ++e) {
-      acc[4 * e + 0] = fmaf(sc0, grp_acc[4 * e + 0], acc[4 * e + 0]);
-      acc[4 * e + 1] = fmaf(sc0, grp_acc[4 * e + 1], acc[4 * e + 1]);
-      acc[4 * e + 2] = fmaf(sc1, grp_acc[4 * e + 2], acc[4 * e + 2]);
-      acc[4 * e + 3] = fmaf(sc1, grp_acc[4 * e + 3], acc[4 * e + 3]);
-    }
+    float sc0, sc1;
+    dequant_unit<T::kInt4>(ws + (slot * kWarps + warp) * T::kChunks * 32 + lane, ss + slot * kBlockRows + warp * 16, g, a,
+                           sc0, sc1);
+    load(i + P);  // the copies of the unit P ahead, in flight while this one's products run
+    mma_unit<N>(a, desc0 + uint64_t(slot * (T::kXBytes / 16)), grp_acc);
+    scale_in<N>(acc, grp_acc, sc0, sc1);
     const int tile = u / groups;
     if ((u + 1) % groups == 0 || i + 1 == count) {  // the tile's stretch ends here
-      flush(tile, seg_first == tile * groups && (u + 1) % groups == 0);
+      write_out<T::kInt4, N>(out, acc, tile, seg_first == tile * groups && (u + 1) % groups == 0, warp, lane, tid == 0,
+                             last_flag, [] { __syncthreads(); });
       seg_first = u + 1;
     }
   }

@@ -99,7 +99,11 @@ std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, Att
                                                     const Hardware& hw, bool varlen = false);
 // attention/decode: plain (one piece per context) or split (flash-decoding, s.splits pieces).
 std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DType dtype, const Hardware& hw);
-// gemm/linear: cuBLAS (bf16, fp16), cuBLASLt (fp8) or the weight-only kernel (int8, int4, sparse24).
+// gemm/linear: cuBLAS (bf16, fp16), cuBLASLt (fp8) or a weight-only kernel (int8, int4, sparse24): the
+// plan's (automatic) or the rung named (WeightOnlyKernel, declared below).
+enum class WeightOnlyKernel;
+std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw,
+                                         WeightOnlyKernel kernel);
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw);
 // A memory-streaming kernel over the whole GPU (norms, rope, activations, residual adds, copies).
 KernelLaunch streaming_kernel(const std::string& name, double bytes, double write_share, double fp32_ops,
@@ -115,16 +119,21 @@ KernelLaunch streaming_kernel(const std::string& name, double bytes, double writ
 //          shared-memory stages (cp.async); a persistent grid walks (128-row tile, 128-column group)
 //          units in equal contiguous shares (stream-k: a tile cut between two blocks is summed in
 //          fp32 by atomics, the last of its blocks converts)
-enum class WeightOnlyKernel { automatic, mma, wgmma };
+//   wgmma_tma  weight_only_sm90_tma.cu (sm_90a, int8 and int4, m = 1..64): the wgmma kernel's units,
+//          dequantization and grid, its ring filled by one producer thread (TMA for X, bulk copies for the
+//          weight and scales, mbarriers) instead of every thread's cp.async and a proxy fence per unit
+enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
 
-// automatic: the wgmma kernel from this many tokens on (where it is built and the GPU has it, int8 and
-// int4), the mma kernel below. Measured on the H100 (kernels/gemm/NOTES.md, v1; compression, 2026-11-24):
-//   int4  from 17: at m = 16 mma is ahead (28.1 / 27.8 us against 29.9 / 28.2 on 14336 x 4096 / 4096 x 14336),
-//         at m = 32 wgmma (34.7 / 33.4 against 42.5 / 36.9; equal on 4096 x 4096), at m = 64 by 2x;
-//   int8  from 33: at m = 32 mma is still ahead (4096 x 4096 0.81x cuBLAS against wgmma's 0.71x, 4096 x 14336
-//         40.7 against 42.8 us), at m = 64 wgmma (0.83 / 0.94x against 0.51 / 0.53x).
-int64_t wgmma_from_tokens(WeightFormat f);  // 33 for int8, 17 for int4
+// automatic: the wgmma_tma kernel from this many tokens on (where it is built and the GPU has it, int8 and
+// int4), the mma kernel below; the wgmma kernel is a rung named explicitly. Measured on the H100
+// (kernels/gemm/NOTES.md, tma1; bench_gemm, 2026-11-24, 14336 x 4096 / 4096 x 14336):
+//   int4  from 9: at m = 8 mma is ahead (19.8 / 19.8 us against 22.4 / 23.6), at m = 16 wgmma_tma (24.0 / 24.6
+//         against 27.9 / 27.7), at m = 32 and 64 wgmma_tma (29.3 / 29.4 and 41.5 / 40.4 against wgmma's 34.8 /
+//         33.5 and 47.3 / 44.9);
+//   int8  from 17: at m = 16 mma ties or leads (37.6 / 31.7 against 37.7 / 37.6), at m = 32 wgmma_tma (42.2 /
+//         41.4 against mma's 47.5 / 40.9), at m = 64 by 2x (43.4 / 41.7 against 87.3 / 87.5).
+int64_t wgmma_from_tokens(WeightFormat f);  // 17 for int8, 9 for int4
 
 // The wgmma kernel's tiles, in one place (weight_only_sm90.cu instantiates them): N tokens per
 // product; blocks of 8 warps (128 rows) resident per SM as the registers allow (ptxas, sm_90a: N = 16
@@ -143,6 +152,20 @@ constexpr int weight_only_wgmma_stages(bool int4, int tokens) {
 }
 constexpr int64_t weight_only_wgmma_smem_bytes(bool int4, int tokens) {
   return weight_only_wgmma_stages(int4, tokens) * weight_only_wgmma_stage_bytes(int4, tokens) + 1024;
+}
+// The wgmma_tma kernel: the same units and stages (a stage per unit); blocks of 8 consumer warps and a
+// producer warp, two an SM where the registers allow (N = 16 and 32: the consumers' dequantization and
+// products are a latency-bound chain, and 2 warps a scheduler leave it exposed: kernels/gemm/NOTES.md),
+// one at N = 64; as many stages as fit the block's share of 227 KB less 1 KB of alignment and 256 bytes
+// of mbarriers, at most 8.
+constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 2 : 1; }
+constexpr int weight_only_tma_stages(bool int4, int tokens) {
+  const int64_t fit =
+      ((227 << 10) / weight_only_tma_blocks_per_sm(tokens) - 1024 - 256) / weight_only_wgmma_stage_bytes(int4, tokens);
+  return int(fit < 8 ? fit : 8);
+}
+constexpr int64_t weight_only_tma_smem_bytes(bool int4, int tokens) {
+  return weight_only_tma_stages(int4, tokens) * weight_only_wgmma_stage_bytes(int4, tokens) + 1024 + 256;
 }
 
 // The weight-only kernels' plan (kernels/gemm uses it, the model charges the same grid).

@@ -6,7 +6,8 @@
 //   int8, int4  weight-only: the packed weight is streamed once and dequantized in registers into the
 //               tensor cores with the bf16 activations, never materialized in HBM: two kernels side by
 //               side (LinearParams::kernel, sim/kernels.h WeightOnlyKernel): mma.sync (weight_only.cu)
-//               and, on Hopper, wgmma (weight_only_sm90.cu), the plan choosing by m
+//               and, on Hopper, wgmma (weight_only_sm90.cu) and wgmma_tma (weight_only_sm90_tma.cu: its
+//               ring filled by a TMA producer), the plan choosing by m
 //   sparse24    2:4 (weight_only.cu): the compressed values and their metadata feed mma.sp, the
 //               sparse tensor cores, directly
 // Plain C++ header: the weight's host-side packing is kernels/gemm/quant.h.
@@ -42,19 +43,20 @@ struct LinearParams {
   // the X slice of a block within its shared memory: plan_linear says so by name).
   int64_t split_k = 0;
   // Weight-only formats: which kernel runs (automatic: the plan's choice by m, wgmma_from_tokens);
-  // wgmma where it was not built or the GPU lacks it, or for sparse24, is an inferlab::Error naming why.
+  // wgmma or wgmma_tma where it was not built or the GPU lacks it, or for sparse24, is an inferlab::Error
+  // naming why.
   // split_k applies to the mma kernel only.
   WeightOnlyKernel kernel = WeightOnlyKernel::automatic;
 };
 
 // How the weight-only kernels cut the problem (tile choices in one place: sim/kernels.h plan_weight_only).
 struct LinearPlan {
-  WeightOnlyKernel kernel = WeightOnlyKernel::mma;  // resolved: mma or wgmma
+  WeightOnlyKernel kernel = WeightOnlyKernel::mma;  // resolved: mma, wgmma or wgmma_tma
   int m_tiles = 1;   // mma: n8 tiles of tokens (m padded to 8, 16, 32 or 64)
   int split_k = 1;   // mma: blocks along k per 128-row tile
   int64_t k_per_block = 0;
-  int tokens = 0;    // wgmma: N of m64nNk16 (m padded to 16, 32 or 64)
-  int64_t ctas = 0;  // wgmma: the persistent grid
+  int tokens = 0;    // wgmma, wgmma_tma: N of m64nNk16 (m padded to 16, 32 or 64)
+  int64_t ctas = 0;  // wgmma, wgmma_tma: the persistent grid
 };
 // compute_capability: 0 asks the current device (whether the wgmma kernel can run there).
 LinearPlan plan_linear(const LinearParams& p, int sm_count, int compute_capability = 0);

@@ -1,0 +1,271 @@
+// Weight-only linear layers on Hopper, the pipelined rung (WeightOnlyKernel::wgmma_tma, sm_90a, int8 and
+// int4, m = 1..64). Diff it against weight_only_sm90.cu: the units, the ring of shared-memory stages, the
+// dequantization into wgmma's A registers, the persistent stream-k grid and its write-out are the same;
+// what changes is who fills the ring and how a consumer learns that a stage has landed.
+//
+// weight_only_sm90.cu has every thread copy its own 16-byte pieces with cp.async and, per unit, wait for
+// its copies, fence them to the tensor cores' (async) proxy and meet the block at a barrier. ptxas
+// compiles that fence to MEMBAR.ALL.CTA, which waits for every copy the thread has in flight, the next
+// units' included: each unit waits one DRAM latency however deep the ring is (kernels/gemm/NOTES.md:
+// ~1.6 us a unit at every N, 27 units a block on the 14336 x 4096 layer: 43 us, 0.93x cuBLAS at m = 64).
+// Here:
+//   - one producer thread (a ninth warp) fills the ring for the whole block: X's [N x 128] tile by TMA
+//     (a 2-d tensor map over X [m, k], two 64-column boxes that land 128-byte swizzled as wgmma reads
+//     them, tokens past m zero-filled by the hardware), each warp's weight chunks of the unit by one
+//     1-d bulk copy (they are contiguous: quant.h), int4's scales of the 128 rows by one more; all of
+//     them complete on the stage's `full` mbarrier with the unit's byte count. The weight is read once:
+//     its copies carry an L2 evict-first hint;
+//   - the copies land through the async proxy the tensor cores read from, so no proxy fence is needed
+//     before a wgmma reads X; a consumer waits on `full` and on nothing else;
+//   - each consumer warp releases the stage (`empty`, 8 arrivals) once its wgmma batch, which reads X
+//     there, has completed; the producer refills it S units later. S - 1 units are in flight beside
+//     the one being consumed whatever the consumers do;
+//   - the two consumer warpgroups meet only where a tile shared with another block is written out
+//     (named barrier 1, their 256 threads), not once per unit.
+// The model of its cost is sim/kernels.h linear_kernels (WeightOnlyKernel::wgmma_tma).
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
+#include "inferlab/kernels/common/tensor_map.h"
+#include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/kernels.h"
+#include "weight_only.h"
+#include "weight_only_sm90_unit.cuh"
+
+namespace inferlab {
+namespace {
+
+constexpr int kConsumerWarps = 8, kConsumers = kConsumerWarps * 32, kThreads = kConsumers + 32;
+constexpr int kBlockRows = kWoBlockRows, kGroup = kWoGroup;
+
+// The tile choices (sim/kernels.h, one place).
+template <WeightFormat F, int N>
+struct TmaTile {
+  static constexpr bool kInt4 = F == WeightFormat::int4;
+  static constexpr int kCols = kInt4 ? 64 : 32;   // weight columns per 512-byte chunk (quant.h)
+  static constexpr int kChunks = kGroup / kCols;  // one warp's chunks per unit
+  static constexpr int kStages = weight_only_tma_stages(kInt4, N);
+  static constexpr int kXBytes = N * kGroup * 2;
+  static constexpr int kWBytes = kConsumerWarps * kChunks * 512;
+  static constexpr int kSBytes = kInt4 ? kBlockRows * 4 : 0;
+  static constexpr int kBarrierOffset = kStages * (kXBytes + kWBytes + kSBytes);
+  static constexpr int kSmem = int(weight_only_tma_smem_bytes(kInt4, N));
+  static constexpr int kMinBlocks = weight_only_tma_blocks_per_sm(N);
+  static_assert(kBarrierOffset + 1024 + 256 == kSmem, "sim/kernels.h's tile table and the kernel agree");
+  static_assert(kStages >= 2 && kStages <= 8, "a stage in use, at least one in flight; 2 x 8 mbarriers in 128 bytes");
+  static_assert(kXBytes % 1024 == 0, "every stage's X starts on the 1024-byte boundary the 128-byte swizzle needs");
+};
+
+struct TmaParams {
+  const uint4* w;          // packed chunks [n/16][k/C] of 512 bytes (quant.h)
+  const void* scales;      // int8: float [n]; int4: uint32 [k/128][n]
+  __nv_bfloat16* y;        // [m, n]
+  float* partial;          // [m, n] fp32, zero between launches (tiles two blocks share)
+  int* counters;           // [n/128 rounded up], zero between launches
+  int m, n, k;
+  int units;               // row tiles x k/128
+  int blocks;              // the grid; block b takes units [b·units/blocks, (b+1)·units/blocks)
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// One [rows x 64] box of X at (column c0, row 0), landing 128-byte swizzled; completes on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// `bytes` contiguous bytes (a multiple of 16, both ends 16-byte aligned), completing on `bar`, with an
+// L2 eviction policy.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
+
+template <WeightFormat F, int N>
+__global__ void __launch_bounds__(kThreads, TmaTile<F, N>::kMinBlocks)
+    weight_only_tma_kernel(const __grid_constant__ TmaParams p, const __grid_constant__ CUtensorMap map_x) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = TmaTile<F, N>;
+  constexpr int S = T::kStages;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // [X stages | weight stages | int4's scale stages | full[S] | empty[S] | flag], X 1024-byte aligned
+  // (by hand: no static shared memory, the whole 227 KB a block may hold is the kernel's to plan).
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* xs = smem;
+  uint4* ws = reinterpret_cast<uint4*>(smem + S * T::kXBytes);
+  uint32_t* ss = reinterpret_cast<uint32_t*>(smem + S * (T::kXBytes + T::kWBytes));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kBarrierOffset);
+  uint64_t* empty = full + S;
+  int& last_flag = *reinterpret_cast<int*>(smem + T::kBarrierOffset + 128);
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4;
+  const int groups = p.k / kGroup;
+  const int u_begin = int(int64_t(blockIdx.x) * p.units / p.blocks);
+  const int count = int(int64_t(blockIdx.x + 1) * p.units / p.blocks) - u_begin;
+
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full[s], 1);                // the producer's arrive.expect_tx, then the unit's bytes
+      mbar_init(&empty[s], kConsumerWarps);  // every consumer warp's batch that read the stage is done
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();  // the last block-wide barrier
+
+  if (warp == kConsumerWarps) {  // the producer
+    if (lane != 0) return;
+    const uint64_t policy = evict_first_policy();
+#pragma unroll 1
+    for (int i = 0; i < count; ++i) {
+      const int slot = i % S;
+      if (i >= S) mbar_wait(&empty[slot], (i / S - 1) & 1);
+      const int u = u_begin + i, tile = u / groups, grp = u % groups;
+      const int rows = min(kBlockRows, p.n - tile * kBlockRows);  // a multiple of 16: whole warps
+      const uint32_t w_bytes = uint32_t(T::kChunks * 512);
+      mbar_expect_tx(&full[slot], uint32_t(T::kXBytes) + uint32_t(rows / 16) * w_bytes + (T::kInt4 ? uint32_t(rows) * 4 : 0u));
+      unsigned char* xd = xs + slot * T::kXBytes;
+      tma_load_2d(xd, &map_x, grp * kGroup, 0, &full[slot]);
+      tma_load_2d(xd + N * 128, &map_x, grp * kGroup + 64, 0, &full[slot]);
+      for (int w = 0; w < rows / 16; ++w)  // warp w's 16-row tile: its chunks of the group, contiguous
+        bulk_load(ws + (slot * kConsumerWarps + w) * T::kChunks * 32,
+                  p.w + (int64_t(tile * kConsumerWarps + w) * (p.k / T::kCols) + grp * T::kChunks) * 32, w_bytes,
+                  &full[slot], policy);
+      if constexpr (T::kInt4)
+        bulk_load(ss + slot * kBlockRows, static_cast<const uint32_t*>(p.scales) + int64_t(grp) * p.n + tile * kBlockRows,
+                  uint32_t(rows) * 4, &full[slot], policy);
+    }
+    return;
+  }
+
+  // The consumers: warpgroups 0 and 1, each 64 rows of the unit's 128. Rows past n (a tile's last
+  // warps) compute on whatever their stage holds and are never stored.
+  float acc[N / 2];
+  float grp_acc[N / 2];
+  uint32_t a[8][4];
+#pragma unroll
+  for (int e = 0; e < N / 2; ++e) acc[e] = 0.f;
+  // The unit's tile and group, the ring's slot and phase, carried from unit to unit (no division in
+  // the loop); a stage's descriptors are the first stage's plus its offset in 16-byte units.
+  int tile = u_begin / groups, grp = u_begin % groups, slot = 0, phase = 0;
+  bool whole = grp == 0;  // the block holds the tile's stretch from its first group
+  const uint64_t desc0 = wo_desc(smem_u32(xs), 16, 1024);
+
+  const WoOut out{p.scales, p.y, p.partial, p.counters, p.m, p.n, groups, p.units, p.blocks};
+
+#pragma unroll 1
+  for (int i = 0; i < count; ++i) {
+    mbar_wait(&full[slot], phase);
+    float sc0, sc1;
+    dequant_unit<T::kInt4>(ws + (slot * kConsumerWarps + warp) * T::kChunks * 32 + lane, ss + slot * kBlockRows + warp * 16,
+                           g, a, sc0, sc1);
+    mma_unit<N>(a, desc0 + uint64_t(slot * (T::kXBytes / 16)), grp_acc);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage (weight, scales, X) are done
+    scale_in<N>(acc, grp_acc, sc0, sc1);
+    if (++slot == S) slot = 0, phase ^= 1;
+    if (++grp == groups || i + 1 == count) {  // the tile's stretch ends here
+      write_out<T::kInt4, N>(out, acc, tile, whole && grp == groups, warp, lane, tid == 0, last_flag,
+                             [] { consumers_sync(); });
+      grp = 0, ++tile, whole = true;
+    }
+  }
+#else
+  __trap();  // built for a GPU without wgmma: the launcher never selects this kernel there
+#endif
+}
+
+template <WeightFormat F, int N>
+void launch(TmaParams tp, const void* x, cudaStream_t stream) {
+  using T = TmaTile<F, N>;
+  auto kernel = weight_only_tma_kernel<F, N>;
+  static KernelSmem attr;
+  attr.ensure(kernel, T::kSmem, "linear (weight-only wgmma_tma)");
+  // One persistent wave: no more blocks than the SMs hold (the plan's blocks per SM, as the device
+  // confirms for this build's registers).
+  int device = 0, sms = 0, per_sm = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, T::kSmem));
+  if (per_sm < 1) throw Error("linear (weight-only wgmma_tma): no block fits an SM");
+  tp.blocks = std::min(tp.blocks, sms * per_sm);
+  // X [m, k] bf16 as [N x 64] boxes (tokens past m read as zeros).
+  const uint64_t dims[2] = {uint64_t(tp.k), uint64_t(tp.m)};
+  const uint64_t strides[1] = {uint64_t(tp.k) * 2};
+  const uint32_t box[2] = {64, uint32_t(N)};
+  const CUtensorMap map_x = make_tensor_map("linear (weight-only wgmma_tma)", x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                                            dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+  kernel<<<unsigned(tp.blocks), kThreads, T::kSmem, stream>>>(tp, map_x);
+  INFERLAB_CHECK_LAUNCH();
+}
+
+template <WeightFormat F>
+void launch_tokens(const TmaParams& tp, const void* x, int tokens, cudaStream_t stream) {
+  switch (tokens) {
+    case 16: return launch<F, 16>(tp, x, stream);
+    case 32: return launch<F, 32>(tp, x, stream);
+    case 64: return launch<F, 64>(tp, x, stream);
+    default: throw Error("linear (weight-only wgmma_tma): no tile for " + std::to_string(tokens) + " tokens");
+  }
+}
+
+}  // namespace
+
+void weight_only_linear_sm90_tma(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
+  TmaParams tp{};
+  tp.w = static_cast<const uint4*>(p.w);
+  tp.scales = p.scales;
+  tp.y = static_cast<__nv_bfloat16*>(p.y);
+  tp.partial = static_cast<float*>(p.workspace);
+  tp.counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) + (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256);
+  tp.m = int(p.m);
+  tp.n = int(p.n);
+  tp.k = int(p.k);
+  tp.units = int((p.n + kBlockRows - 1) / kBlockRows * (p.k / kGroup));
+  tp.blocks = int(plan.ctas);
+  switch (p.format) {
+    case WeightFormat::int4: return launch_tokens<WeightFormat::int4>(tp, p.x, plan.tokens, stream);
+    case WeightFormat::int8: return launch_tokens<WeightFormat::int8>(tp, p.x, plan.tokens, stream);
+    default: throw Error("linear (weight-only wgmma_tma): format " + weight_format_name(p.format) + " has no wgmma kernel");
+  }
+}
+
+}  // namespace inferlab

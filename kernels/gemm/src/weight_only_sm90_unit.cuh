@@ -1,0 +1,180 @@
+#pragma once
+// Device pieces shared by the two Hopper weight-only kernels (weight_only_sm90.cu: every thread copies
+// with cp.async; weight_only_sm90_tma.cu: one producer thread, TMA and mbarriers), so that the two
+// differ only where their pipelines do. A unit is one 128-row tile by one 128-column group; per unit
+// each warp turns its 16 rows' packed chunks (quant.h) into the A fragments of 8 wgmma k16 steps, its
+// warpgroup multiplies them with X's [N x 128] stage, and the products are scaled into the tile's fp32
+// sums; a tile's stretch ends in write_out.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "dequant.cuh"
+#include "wgmma_rs.h"
+
+namespace inferlab {
+namespace {
+
+constexpr int kWoGroup = 128;      // columns of a unit (int4's scale group)
+constexpr int kWoBlockRows = 128;  // rows of a unit: 8 warps of 16
+
+// wgmma shared-memory matrix descriptor, 128-byte swizzle (the flash kernels' layout).
+__device__ __forceinline__ uint64_t wo_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (1ull << 62);
+}
+
+// a + b as bf16x2 (a FMA with 1): exact here, where a = 128 + q and b = −(128 + z).
+__device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0x3F803F80u), "r"(b));
+  return d;
+}
+
+// A fragments of a unit's 8 k16 steps from this lane's 16 bytes of each of its warp's chunks (wl: the
+// lane's first, chunks 32 uint4 apart), and what multiplies the unit's products into the sums (rows g,
+// g + 8). int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2 of 128 + q exactly (weight_only.cu); one
+// bf16x2 FMA per register takes the stored 128 + z away (exact: small integers), so the products are
+// Σ (q − z)·x and the group's scale (srow: the unit's scales of this warp's 16 rows) multiplies them.
+// int8: the byte-permute conversion of weight_only.cu; the channel scale comes at the write-out.
+template <bool kInt4>
+__device__ __forceinline__ void dequant_unit(const uint4* wl, const uint32_t* srow, int g, uint32_t (&a)[8][4],
+                                             float& sc0, float& sc1) {
+  if constexpr (kInt4) {
+    const uint32_t sz0 = srow[g], sz1 = srow[g + 8];
+    sc0 = __uint_as_float(sz0 << 16);
+    sc1 = __uint_as_float(sz1 << 16);
+    // −(128 + z) in both halves (registers 0, 2 hold row g, 1, 3 row g + 8).
+    const uint32_t z0 = ((sz0 & 0xffff0000u) | (sz0 >> 16)) ^ 0x80008000u;
+    const uint32_t z1 = ((sz1 & 0xffff0000u) | (sz1 >> 16)) ^ 0x80008000u;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // 2 chunks of 64 columns
+      const uint4 c = wl[j * 32];
+      const uint32_t words[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // k16 step 4j + q
+        const uint32_t w = words[q];
+        a[4 * j + q][0] = bf16x2_add(lop3_and_or(w, 0x000F000Fu, 0x43004300u), z0);
+        a[4 * j + q][1] = bf16x2_add(lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u), z1);
+        a[4 * j + q][2] = bf16x2_add(lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), z0);
+        a[4 * j + q][3] = bf16x2_add(lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u), z1);
+      }
+    }
+  } else {
+    sc0 = sc1 = 1.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // 4 chunks of 32 columns
+      const uint4 c = wl[j * 32];
+      const uint32_t words[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // k16 step 2j + h: bytes a0..a3, a4..a7
+        const uint32_t lo = words[2 * h], hi = words[2 * h + 1];
+        a[2 * j + h][0] = int8x2_to_bf16x2(lo, 0);
+        a[2 * j + h][1] = int8x2_to_bf16x2(lo, 2);
+        a[2 * j + h][2] = int8x2_to_bf16x2(hi, 0);
+        a[2 * j + h][3] = int8x2_to_bf16x2(hi, 2);
+      }
+    }
+  }
+}
+
+// The unit's 8 k16 steps into grp_acc (the first overwrites it), B = X's stage (ds: its descriptor, two
+// 64-column atoms of N rows: step ks at atom ks / 4, byte 32 (ks % 4) of each row), waited for (wait_group
+// 0: a batch kept in flight across the loop serializes every wgmma, kernels/gemm/NOTES.md).
+template <int N>
+__device__ __forceinline__ void mma_unit(uint32_t (&a)[8][4], uint64_t ds, float (&grp_acc)[N / 2]) {
+  uint64_t bd[8];
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) bd[ks] = ds + uint64_t(((ks / 4) * (N * 128) + (ks % 4) * 32) / 16);
+  wgmma_rs::pin(a, bd);
+  wgmma_rs::fence();
+  wgmma_rs::bf16<N, 0>(grp_acc, a[0], bd[0]);
+#pragma unroll
+  for (int ks = 1; ks < 8; ++ks) wgmma_rs::bf16<N, 1>(grp_acc, a[ks], bd[ks]);
+  wgmma_rs::commit();
+  wgmma_rs::wait<0>();
+  wgmma_rs::keep(a);
+  wgmma_rs::fence_operand(grp_acc);
+}
+
+// acc[4i + e] = rows (g, g + 8) (e / 2) x tokens 8i + 2t + e % 2 (the wgmma accumulator layout).
+template <int N>
+__device__ __forceinline__ void scale_in(float (&acc)[N / 2], const float (&grp_acc)[N / 2], float sc0, float sc1) {
+#pragma unroll
+  for (int e = 0; e < N / 8; ++e) {
+    acc[4 * e + 0] = fmaf(sc0, grp_acc[4 * e + 0], acc[4 * e + 0]);
+    acc[4 * e + 1] = fmaf(sc0, grp_acc[4 * e + 1], acc[4 * e + 1]);
+    acc[4 * e + 2] = fmaf(sc1, grp_acc[4 * e + 2], acc[4 * e + 2]);
+    acc[4 * e + 3] = fmaf(sc1, grp_acc[4 * e + 3], acc[4 * e + 3]);
+  }
+}
+
+struct WoOut {
+  const void* scales;    // int8: float [n] (the channel scales, applied here); int4: unused
+  __nv_bfloat16* y;      // [m, n]
+  float* partial;        // [m, n] fp32, zero between launches (tiles two blocks share)
+  int* counters;         // [n/128 rounded up], zero between launches
+  int m, n, groups;      // groups = k / 128
+  int units, blocks;     // block b took units [b·units/blocks, (b+1)·units/blocks)
+};
+
+// A tile's stretch ends: store it (whole: this block summed every group of the tile), or add it into
+// the workspace, the last block of the tile converting it and leaving workspace and counter zeroed. acc
+// is zero afterwards. sync(): a barrier of every thread that calls this (the block's consumers); thread
+// `leader` among them counts; last_flag: a shared int.
+template <bool kInt4, int N, class Sync>
+__device__ __forceinline__ void write_out(const WoOut& p, float (&acc)[N / 2], int tile, bool whole, int warp, int lane,
+                                          bool leader, int& last_flag, Sync sync) {
+  const int g = lane / 4, t = lane % 4, r0 = tile * kWoBlockRows + warp * 16 + g;
+  if constexpr (!kInt4) {  // the channel scales
+    const float* sc = static_cast<const float*>(p.scales);
+    const float c0 = r0 < p.n ? __ldg(sc + r0) : 0.f, c1 = r0 + 8 < p.n ? __ldg(sc + r0 + 8) : 0.f;
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i) {
+      acc[4 * i + 0] *= c0;
+      acc[4 * i + 1] *= c0;
+      acc[4 * i + 2] *= c1;
+      acc[4 * i + 3] *= c1;
+    }
+  }
+  auto each = [&](auto&& f) {
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int token = 8 * i + 2 * t + (e & 1), row = r0 + 8 * (e >> 1);
+        if (token < p.m && row < p.n) f(int64_t(token) * p.n + row, acc[4 * i + e]);
+      }
+  };
+  if (whole) {
+    each([&](int64_t o, float v) { p.y[o] = __float2bfloat16_rn(v); });
+  } else {
+    // The sums go to L2 as reductions (RED: nothing waits for them); the barrier orders every thread's
+    // before the leader's fence, which is cumulative: one fence a block, not one a thread.
+    each([&](int64_t o, float v) { atomicAdd(p.partial + o, v); });
+    sync();
+    if (leader) {
+      // Unit u lies in block floor(((u + 1)·blocks − 1) / units): the blocks that share the tile.
+      auto block_of = [&](int u) { return int((int64_t(u + 1) * p.blocks - 1) / p.units); };
+      const int segments = block_of((tile + 1) * p.groups - 1) - block_of(tile * p.groups) + 1;
+      __threadfence();
+      last_flag = atomicAdd(p.counters + tile, 1) == segments - 1;
+      __threadfence();
+    }
+    sync();
+    if (last_flag) {
+      // Every sum is loaded before any is stored: a store to `partial` between two loads keeps ptxas
+      // from hoisting the next load over it (one L2 round trip per accumulator).
+      each([&](int64_t o, float& v) { v = __ldcg(p.partial + o); });
+      each([&](int64_t o, float v) {
+        p.y[o] = __float2bfloat16_rn(v);
+        p.partial[o] = 0.f;
+      });
+      if (leader) p.counters[tile] = 0;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < N / 2; ++e) acc[e] = 0.f;
+}
+
+}  // namespace
+}  // namespace inferlab
