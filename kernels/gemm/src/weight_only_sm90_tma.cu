@@ -9,12 +9,16 @@
 // units' included: each unit waits one DRAM latency however deep the ring is (kernels/gemm/NOTES.md:
 // ~1.6 us a unit at every N, 27 units a block on the 14336 x 4096 layer: 43 us, 0.93x cuBLAS at m = 64).
 // Here:
-//   - one producer thread (a ninth warp) fills the ring for the whole block: X's [N x 128] tile by TMA
-//     (a 2-d tensor map over X [m, k], two 64-column boxes that land 128-byte swizzled as wgmma reads
-//     them, tokens past m zero-filled by the hardware), each warp's weight chunks of the unit by one
-//     1-d bulk copy (they are contiguous: quant.h), int4's scales of the 128 rows by one more; all of
-//     them complete on the stage's `full` mbarrier with the unit's byte count. The weight is read once:
-//     its copies carry an L2 evict-first hint;
+//   - producer warps (one copying thread each: 4 for int4 at N = 64, else 1) fill the ring for the
+//     whole block: X's [N x 128] tile by TMA (a 2-d tensor map over X [m, k], two 64-column boxes that
+//     land 128-byte swizzled as wgmma reads them, tokens past m zero-filled by the hardware), each
+//     consumer warp's weight chunks of the unit by one 1-d bulk copy (they are contiguous: quant.h),
+//     int4's scales of the 128 rows by one more; all of them complete on the stage's `full` mbarrier,
+//     whose byte count producer 0 sets. Why several producers: one thread's bulk copies issue one after
+//     another, ~120 cycles each (NOTES.md tma2: a stage of eight 1 KB copies from one thread a block
+//     streams 2.0 TB/s over the GPU, from two 3.05, one 8 KB copy 3.07); where that helps is measured
+//     (sim/kernels.h weight_only_tma_producers). The weight is read once: its copies carry an L2
+//     evict-first hint;
 //   - the copies land through the async proxy the tensor cores read from, so no proxy fence is needed
 //     before a wgmma reads X; a consumer waits on `full` and on nothing else;
 //   - each consumer warp releases the stage (`empty`, 8 arrivals) once its wgmma batch, which reads X
@@ -41,7 +45,7 @@
 namespace inferlab {
 namespace {
 
-constexpr int kConsumerWarps = 8, kConsumers = kConsumerWarps * 32, kThreads = kConsumers + 32;
+constexpr int kConsumerWarps = 8, kConsumers = kConsumerWarps * 32;
 constexpr int kBlockRows = kWoBlockRows, kGroup = kWoGroup;
 
 // The tile choices (sim/kernels.h, one place).
@@ -57,6 +61,9 @@ struct TmaTile {
   static constexpr int kBarrierOffset = kStages * (kXBytes + kWBytes + kSBytes);
   static constexpr int kSmem = int(weight_only_tma_smem_bytes(kInt4, N));
   static constexpr int kMinBlocks = weight_only_tma_blocks_per_sm(N);
+  static constexpr int kProducers = weight_only_tma_producers(kInt4, N);  // producer warps, one copying thread each
+  static constexpr int kThreads = kConsumers + 32 * kProducers;
+  static constexpr int kWarpBytes = kChunks * 512;                 // one warp's 16 rows of a unit
   static_assert(kBarrierOffset + 1024 + 256 == kSmem, "sim/kernels.h's tile table and the kernel agree");
   static_assert(kStages >= 2 && kStages <= 8, "a stage in use, at least one in flight; 2 x 8 mbarriers in 128 bytes");
   static_assert(kXBytes % 1024 == 0, "every stage's X starts on the 1024-byte boundary the 128-byte swizzle needs");
@@ -121,7 +128,7 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
 
 template <WeightFormat F, int N>
-__global__ void __launch_bounds__(kThreads, TmaTile<F, N>::kMinBlocks)
+__global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBlocks)
     weight_only_tma_kernel(const __grid_constant__ TmaParams p, const __grid_constant__ CUtensorMap map_x) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = TmaTile<F, N>;
@@ -151,27 +158,33 @@ __global__ void __launch_bounds__(kThreads, TmaTile<F, N>::kMinBlocks)
   }
   __syncthreads();  // the last block-wide barrier
 
-  if (warp == kConsumerWarps) {  // the producer
+  if (warp >= kConsumerWarps) {  // the producers: one copying thread a warp
     if (lane != 0) return;
+    const int pr = warp - kConsumerWarps;
     const uint64_t policy = evict_first_policy();
+    int tile = u_begin / groups, grp = u_begin % groups;
 #pragma unroll 1
     for (int i = 0; i < count; ++i) {
       const int slot = i % S;
       if (i >= S) mbar_wait(&empty[slot], (i / S - 1) & 1);
-      const int u = u_begin + i, tile = u / groups, grp = u % groups;
       const int rows = min(kBlockRows, p.n - tile * kBlockRows);  // a multiple of 16: whole warps
-      const uint32_t w_bytes = uint32_t(T::kChunks * 512);
-      mbar_expect_tx(&full[slot], uint32_t(T::kXBytes) + uint32_t(rows / 16) * w_bytes + (T::kInt4 ? uint32_t(rows) * 4 : 0u));
-      unsigned char* xd = xs + slot * T::kXBytes;
-      tma_load_2d(xd, &map_x, grp * kGroup, 0, &full[slot]);
-      tma_load_2d(xd + N * 128, &map_x, grp * kGroup + 64, 0, &full[slot]);
-      for (int w = 0; w < rows / 16; ++w)  // warp w's 16-row tile: its chunks of the group, contiguous
+      if (pr == 0) {  // the stage's byte count, X's boxes, int4's scales
+        mbar_expect_tx(&full[slot], uint32_t(T::kXBytes) + uint32_t(rows / 16) * uint32_t(T::kWarpBytes) +
+                                        (T::kInt4 ? uint32_t(rows) * 4 : 0u));
+        unsigned char* xd = xs + slot * T::kXBytes;
+        tma_load_2d(xd, &map_x, grp * kGroup, 0, &full[slot]);
+        tma_load_2d(xd + N * 128, &map_x, grp * kGroup + 64, 0, &full[slot]);
+        if constexpr (T::kInt4)
+          bulk_load(ss + slot * kBlockRows, static_cast<const uint32_t*>(p.scales) + int64_t(grp) * p.n + tile * kBlockRows,
+                    uint32_t(rows) * 4, &full[slot], policy);
+      }
+      // Consumer warp w's 16-row tile: its chunks of the group, contiguous; producer pr copies w = pr mod P.
+      // (A copy may complete before producer 0's expect_tx: the phase completes only with its arrival.)
+      for (int w = pr; w < rows / 16; w += T::kProducers)
         bulk_load(ws + (slot * kConsumerWarps + w) * T::kChunks * 32,
-                  p.w + (int64_t(tile * kConsumerWarps + w) * (p.k / T::kCols) + grp * T::kChunks) * 32, w_bytes,
-                  &full[slot], policy);
-      if constexpr (T::kInt4)
-        bulk_load(ss + slot * kBlockRows, static_cast<const uint32_t*>(p.scales) + int64_t(grp) * p.n + tile * kBlockRows,
-                  uint32_t(rows) * 4, &full[slot], policy);
+                  p.w + (int64_t(tile * kConsumerWarps + w) * (p.k / T::kCols) + grp * T::kChunks) * 32,
+                  uint32_t(T::kWarpBytes), &full[slot], policy);
+      if (++grp == groups) grp = 0, ++tile;
     }
     return;
   }
@@ -224,7 +237,7 @@ void launch(TmaParams tp, const void* x, cudaStream_t stream) {
   int device = 0, sms = 0, per_sm = 0;
   INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, T::kSmem));
+  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, T::kThreads, T::kSmem));
   if (per_sm < 1) throw Error("linear (weight-only wgmma_tma): no block fits an SM");
   tp.blocks = std::min(tp.blocks, sms * per_sm);
   // X [m, k] bf16 as [N x 64] boxes (tokens past m read as zeros).
@@ -233,7 +246,7 @@ void launch(TmaParams tp, const void* x, cudaStream_t stream) {
   const uint32_t box[2] = {64, uint32_t(N)};
   const CUtensorMap map_x = make_tensor_map("linear (weight-only wgmma_tma)", x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
-  kernel<<<unsigned(tp.blocks), kThreads, T::kSmem, stream>>>(tp, map_x);
+  kernel<<<unsigned(tp.blocks), T::kThreads, T::kSmem, stream>>>(tp, map_x);
   INFERLAB_CHECK_LAUNCH();
 }
 

@@ -159,6 +159,11 @@ constexpr int64_t weight_only_wgmma_smem_bytes(bool int4, int tokens) {
 // one at N = 64; as many stages as fit the block's share of 227 KB less 1 KB of alignment and 256 bytes
 // of mbarriers, at most 8.
 constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 2 : 1; }
+// Its producer warps (one copying thread each: a thread's bulk copies issue ~120 cycles apart, NOTES.md
+// tma2). Measured on the H100 (bench_gemm, 14336 x 4096 / 4096 x 14336): int4 at 64 tokens 4 producers
+// (36.3 / 35.0 us against one's 41.5 / 40.4); int8 at 64 one (43.4 / 41.7 against 44.9 / 44.9); at 16 and
+// 32 tokens, two blocks an SM, one (int4 m = 16 24.0 / 24.6 against two's 27.4 / 26.3).
+constexpr int weight_only_tma_producers(bool int4, int tokens) { return int4 && tokens == 64 ? 4 : 1; }
 constexpr int weight_only_tma_stages(bool int4, int tokens) {
   const int64_t fit =
       ((227 << 10) / weight_only_tma_blocks_per_sm(tokens) - 1024 - 256) / weight_only_wgmma_stage_bytes(int4, tokens);
