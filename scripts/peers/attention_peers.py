@@ -144,6 +144,7 @@ def main():
                     help="smoke run: seq 1024 only (prefill) or the first decode shape, 5 repeats")
     ap.add_argument("--seqs", help="comma-separated prefill seq lengths (default 512..16384)")
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap.add_argument("--head-dim", type=int, default=128, help="head dim of every shape (64, 128, ...)")
     ap.add_argument("--math-max-gib", type=float, default=16.0,
                     help="skip MATH when b*h*s*s*2 bytes exceed this many GiB (default 16)")
     args = ap.parse_args()
@@ -159,7 +160,7 @@ def main():
     prov = provenance(torch)
     flush = torch.ones(FLUSH_BYTES // 4, dtype=torch.int32, device=dev)
     flush_l2(flush)  # the fill's dirty lines leave L2 before anything is timed
-    d = 128
+    d = args.head_dim
 
     # shapes: (kind, batch, heads, kv_heads, q_len, kv_len, causal_list)
     shapes = []

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Ratio table of inferlab's attention kernels to PyTorch SDPA peers measured in the same session.
 
-    compare_attention.py RESULTS_DIR [--md OUT.md]
+    compare_attention.py RESULTS_DIR [--md OUT.md] [--ours NAME.csv] [--peers peers/NAME.csv]
 
 RESULTS_DIR holds attention_prefill.csv (inferlab run experiments/attention_prefill.yaml) and
-peers/sdpa_prefill.csv (scripts/peers/attention_peers.py). Times are compared directly (same shape,
+peers/sdpa_prefill.csv (scripts/peers/attention_peers.py); --ours and --peers name other files there
+(head dim 64: attention_prefill_d64.csv and peers/sdpa_prefill_d64.csv). Times are compared directly (same shape,
 same GPU, same session), so the FLOP convention of either side does not matter: ratio = peer time /
 our time (> 1: ours is faster). Printed as markdown; written to --md as well.
 """
@@ -21,14 +22,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
     ap.add_argument("--md")
+    ap.add_argument("--ours", default="attention_prefill.csv")
+    ap.add_argument("--peers", default=os.path.join("peers", "sdpa_prefill.csv"))
     a = ap.parse_args()
     ours = {}
-    for r in csv.DictReader(open(os.path.join(a.results, "attention_prefill.csv"))):
+    for r in csv.DictReader(open(os.path.join(a.results, a.ours))):
         if r.get("measured_s"):
             key = (r["variant"], int(r["kv_heads_count"]), int(r["seq"]), r["causal"] == "true")
             ours[key] = r
     peers = {}
-    for r in csv.DictReader(open(os.path.join(a.results, "peers", "sdpa_prefill.csv"))):
+    for r in csv.DictReader(open(os.path.join(a.results, a.peers))):
         if r["status"] == "ok":
             peers[(r["backend"], int(r["kv_heads"]), int(r["seq"]), r["causal"] == "True")] = float(r["median_ms"]) * 1e-3
     lines = ["| kind | seq | causal | flash TFLOP/s | ÷ FA2 | ÷ cuDNN | naive TFLOP/s | naive ÷ MATH | flash model error |",
