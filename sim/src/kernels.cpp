@@ -458,6 +458,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
                       : weight_only_wgmma_stages(f == WeightFormat::int4, plan.tokens);
     plan.units = plan.row_tiles * (k / 128);
     plan.ctas = std::min<int64_t>(plan.units, sm_count * plan.blocks_per_sm);
+    if (tma) plan.ctas = std::min<int64_t>(plan.ctas, std::max<int64_t>(1, plan.units / weight_only_tma_min_units));
     plan.m_tiles = plan.tokens / 8;
     plan.k_per_block = 128;
     return plan;

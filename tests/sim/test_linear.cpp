@@ -310,6 +310,11 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(p16.ctas, 264);
   EXPECT_EQ(p16.stages, weight_only_tma_stages(true, 16));
   EXPECT_EQ(plan_weight_only(WeightFormat::int8, 64, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma).blocks_per_sm, 1);
+  // Few units (1024 x 4096: 8 tiles x 32 groups): a block takes at least weight_only_tma_min_units of them.
+  const WeightOnlyPlan few = plan_weight_only(WeightFormat::int4, 32, 1024, 4096, 132, WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(few.units, 256);
+  EXPECT_EQ(few.ctas, 256 / weight_only_tma_min_units);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 32, 16, 128, 132, WeightOnlyKernel::wgmma_tma).ctas, 1);
   EXPECT_THROW(plan_weight_only(WeightFormat::sparse24, 16, 4096, 4096, 132, WeightOnlyKernel::wgmma_tma), Error);
 }
 

@@ -164,6 +164,13 @@ constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 
 // (36.3 / 35.0 us against one's 41.5 / 40.4); int8 at 64 one (43.4 / 41.7 against 44.9 / 44.9); at 16 and
 // 32 tokens, two blocks an SM, one (int4 m = 16 24.0 / 24.6 against two's 27.4 / 26.3).
 constexpr int weight_only_tma_producers(bool int4, int tokens) { return int4 && tokens == 64 ? 4 : 1; }
+// Its grid: at most one block per this many units where the units are few (a block's fill and its
+// write-out's atomics, fence, counter and read-back amortized over several units). Measured on the H100
+// (bench_gemm, int8 / int4, us) against 1, 2 and 8: 1024 x 4096 at m = 16, 32, 64: 10.7 / 10.1, 12.2 / 11.8,
+// 15.9 / 14.8 (one a unit: 12.1 / 11.0, 16.1 / 14.1, 17.7 / 16.5; 8: 14.0 / 13.1, 15.8 / 15.1, 19.0 / 17.2);
+// 4096 x 4096: 15.4 / 12.7, 18.2 / 15.3, 22.6 / 20.6 (one: 17.5 / 13.7, 21.6 / 17.5, 22.9 / 20.7; 8 is 5-10%
+// faster at m = 32-64 there, 20-30% slower on 1024 x 4096). The MLP shapes (27 units a block) are unaffected.
+constexpr int64_t weight_only_tma_min_units = 4;
 constexpr int weight_only_tma_stages(bool int4, int tokens) {
   const int64_t fit =
       ((227 << 10) / weight_only_tma_blocks_per_sm(tokens) - 1024 - 256) / weight_only_wgmma_stage_bytes(int4, tokens);
