@@ -70,14 +70,14 @@ constexpr FamilyBound kBounds[] = {
     // schedule (scripts/sass-chain.py: a DRAM latency an iteration, the wgmma unit's fence), the wgmma stream-k
     // read-back one L2 round trip per accumulator, a wave's atomics added to its own time (0.68, 0.69, 0.62 before).
     // Reset on 2026-11-24 (later) when the wgmma_tma kernel replaced wgmma (int4 from 9 tokens, int8 from 17:
-    // 1.2-1.9x faster at m = 16-64; int4 1.20/1.31x, int8 1.04/1.10x cuBLAS at m = 64): were 0.29 and 0.32.
+    // 1.2-1.9x faster at m = 16-64; int4 1.21/1.30x, int8 1.04/1.10x cuBLAS at m = 64): were 0.29 and 0.32.
     {"linear int4", 0.35,
-     "the wgmma_tma kernel on 1024x4096 at m = 32-64 (about one unit a block) predicted 3.6-3.7 us fast: a "
-     "block's fixed cost beyond its fill, one unit's chain and the write-out's round trips, not named; the mma "
-     "kernel at m = 1-16 up to 17% fast"},
-    {"linear int8", 0.45,
-     "the wgmma_tma kernel on 1024x4096 at m = 32-64 predicted 4.3-4.8 us fast (as int4); the mma kernel at m = 16 "
-     "on 14336x4096 (split-k) 32% fast: the cost beyond the chain, the atomics and the read-back is not named"},
+     "the wgmma_tma kernel on 1024x4096 at m = 64 (4 units a block) predicted 3.8 us fast: a block's fixed cost "
+     "beyond its fill, its units' chain and the write-out's round trips, not named (ncu: an average SM holds no "
+     "block a third of the time, kernels/gemm/NOTES.md tma2); the mma kernel at m = 1-16 up to 21% fast"},
+    {"linear int8", 0.46,
+     "the wgmma_tma kernel on 1024x4096 at m = 64 (4 units a block) predicted 4.9 us fast (as int4); the mma kernel "
+     "at m = 16 on 14336x4096 (split-k) 32% fast: the cost beyond the chain, the atomics and the read-back is not named"},
     {"linear sparse24", 0.32, "as int8: the mma.sp kernel at m = 16-64 up to 31% fast (1024x4096 at m = 64 the worst)"},
 };
 
