@@ -146,7 +146,8 @@ TEST(LinearGpu, EveryWeightOnlyKernelMatchesTheReference) {
     }
     if (kernel == WeightOnlyKernel::mma) continue;
     for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8}) {
-      run_case(f, 17, 256, 128 * 40, 11, 0, kernel);   // 80 units: a block each, every tile in 40 pieces
+      run_case(f, 17, 256, 128 * 40, 11, 0, kernel);   // 80 units: wgmma a block each (every tile in 40
+                                                         // pieces), wgmma_tma 4 a block (10 pieces)
       run_case(f, 64, 4096, 512, 12, 0, kernel);       // 128 units over fewer blocks: whole tiles and cut ones
       run_case(f, 33, 2048, 1024, 13, 0, kernel);
     }

@@ -120,8 +120,9 @@ KernelLaunch streaming_kernel(const std::string& name, double bytes, double writ
 //          units in equal contiguous shares (stream-k: a tile cut between two blocks is summed in
 //          fp32 by atomics, the last of its blocks converts)
 //   wgmma_tma  weight_only_sm90_tma.cu (sm_90a, int8 and int4, m = 1..64): the wgmma kernel's units,
-//          dequantization and grid, its ring filled by one producer thread (TMA for X, bulk copies for the
-//          weight and scales, mbarriers) instead of every thread's cp.async and a proxy fence per unit
+//          dequantization and grid, its ring filled by producer warps (one copying thread each: TMA for X,
+//          bulk copies for the weight and scales, mbarriers) instead of every thread's cp.async and a proxy
+//          fence per unit
 enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
 
