@@ -197,6 +197,9 @@ namespace {
 // batch x head) taken from a counter. Both consumer warpgroups wait on the same K/V stage, so they
 // run in step: the SM's tensor, MUFU, FP32, ALU and conversion work add up (serialized); the
 // producer's copies overlap them.
+// The persistent flash kernels' work items: (query block of 128 rows, batch x head).
+int64_t flash_items(const AttentionShape& s) { return ceil_div(s.new_tokens, int64_t(128)) * s.batch * s.heads; }
+
 KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
   constexpr int64_t BM = 128, BN = 128;
   const int64_t m_blocks = ceil_div(s.new_tokens, BM);
@@ -216,7 +219,7 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   k.kernel = "flash_fwd_sm90_kernel";
   k.composition = Composition::serialized;
   k.tensor = TensorPath::sm;
-  const int64_t items = m_blocks * s.batch * s.heads;
+  const int64_t items = flash_items(s);
   k.ctas = std::min<int64_t>(items, hw.sm_count);
   k.ctas_per_sm = 1;
   k.work = work_of(c, 128.0 * wg_tiles);
@@ -257,7 +260,7 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   // step of the hand-off it is is not named). Measured against both head dims (attention_prefill and
   // attention_prefill_d64, 72 points): 4 round trips an item, as flash_sm90: worst 58% (seq 512, d64,
   // predicted slow); a chain step and no round trip: 29% fast; this: 23.7%.
-  const double items_per_sm = k.sm_round_trips / 4.0;
+  const double items_per_sm = double(ceil_div(flash_items(s), int64_t(hw.sm_count)));
   k.cta_cycles = chain * wg_tiles / 2.0 / double(k.ctas) + chain * items_per_sm;
   k.sm_round_trips = items_per_sm;
   return k;
@@ -501,6 +504,21 @@ int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int
 
 namespace {
 
+// The Hopper weight-only kernels (weight_only_sm90*.cu): tables indexed by N = 16, 32, 64; a block of 8
+// consumer warps whose tensor cores run the padded N tokens over every 128-row tile, and a counted loop
+// per unit and warp; each block takes its equal contiguous share of the units.
+int tokens_index(const WeightOnlyPlan& plan) { return plan.tokens == 16 ? 0 : plan.tokens == 32 ? 1 : 2; }
+double units_per_cta(const WeightOnlyPlan& plan) { return std::ceil(double(plan.units) / double(plan.ctas)); }
+void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const LoopCounts& lp, const char* name,
+                               KernelLaunch& kl) {
+  kl.kernel = name;
+  kl.tensor = TensorPath::sm;
+  kl.ctas = plan.ctas;
+  kl.ctas_per_sm = plan.blocks_per_sm;
+  kl.work.tensor_flops = 2.0 * double(plan.tokens) * double(plan.row_tiles * 128) * double(k);
+  kl.work += work_of(lp, 32.0 * 8.0 * double(plan.units));
+}
+
 // The Hopper weight-only kernels' write-out (weight_only_sm90_unit.cuh write_out): a block's first
 // round trip fills its ring; a tile whose units several blocks share is summed by their fp32 atomics
 // (one per cell and block), fenced and counted (three round trips), and the last block reads the sums
@@ -521,20 +539,14 @@ void stream_k_write_out(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_
 // warpgroup issues 8 wgmma m64nNk16 on X's stage. The tensor cores run the padded N tokens.
 KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                  const Hardware& hw, KernelLaunch kl) {
-  const int ti = plan.tokens == 16 ? 0 : plan.tokens == 32 ? 1 : 2;
+  const int ti = tokens_index(plan);
   const LoopCounts& lp = f == WeightFormat::int4 ? kWgInt4[ti] : kWgInt8[ti];
   const Chain& ch = f == WeightFormat::int4 ? kWgChainInt4[ti] : kWgChainInt8[ti];
-  kl.kernel = "weight_only_wgmma_kernel";
-  kl.tensor = TensorPath::sm;
-  kl.ctas = plan.ctas;
-  kl.ctas_per_sm = plan.blocks_per_sm;
-  kl.work.tensor_flops = 2.0 * double(plan.tokens) * double(plan.row_tiles * 128) * double(k);
-  kl.work += work_of(lp, 32.0 * 8.0 * double(plan.units));
+  hopper_weight_only_launch(plan, k, lp, "weight_only_wgmma_kernel", kl);
   // One block: its share of the units, each a latency-bound chain (the fence's DRAM wait), after one
   // round trip fills the ring; a tile shared with another block adds the atomics' drain, the counter
   // and the read-back.
-  const double units_per_cta = std::ceil(double(plan.units) / double(plan.ctas));
-  kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta, 8.0 * plan.blocks_per_sm, hw.pipes);
+  kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta(plan), 8.0 * plan.blocks_per_sm, hw.pipes);
   stream_k_write_out(plan, m, n, k, kl);
   return kl;
 }
@@ -547,21 +559,15 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
 // the write-out as the wgmma kernel's.
 KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                const Hardware& hw, KernelLaunch kl) {
-  const int ti = plan.tokens == 16 ? 0 : plan.tokens == 32 ? 1 : 2;
+  const int ti = tokens_index(plan);
   const bool int4 = f == WeightFormat::int4;
   const LoopCounts& lp = int4 ? kTmaInt4[ti] : kTmaInt8[ti];
   const double chain = int4 ? kTmaChainInt4[ti] : kTmaChainInt8[ti];
-  kl.kernel = "weight_only_tma_kernel";
-  kl.tensor = TensorPath::sm;
-  kl.ctas = plan.ctas;
-  kl.ctas_per_sm = plan.blocks_per_sm;
-  kl.work.tensor_flops = 2.0 * double(plan.tokens) * double(plan.row_tiles * 128) * double(k);
-  kl.work += work_of(lp, 32.0 * 8.0 * double(plan.units));
+  hopper_weight_only_launch(plan, k, lp, "weight_only_tma_kernel", kl);
   const double x_once = double(m) * double(k) * 2.0;
   kl.bytes += double(plan.units) * double(plan.tokens) * 128.0 * 2.0 - x_once;  // X tile per unit, for X once
-  const double units_per_cta = std::ceil(double(plan.units) / double(plan.ctas));
   const Chain ch{chain, chain - hw.pipes.dram_latency_s * hw.pipes.sm_clock_hz};  // no DRAM wait per unit
-  kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta, 8.0 * plan.blocks_per_sm, hw.pipes);
+  kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta(plan), 8.0 * plan.blocks_per_sm, hw.pipes);
   stream_k_write_out(plan, m, n, k, kl);
   return kl;
 }

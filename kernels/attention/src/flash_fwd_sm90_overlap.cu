@@ -57,9 +57,7 @@ struct OverlapTile {
   static_assert(D % 64 == 0 && BN % 64 == 0 && BM <= 256 && BN <= 256, "64-column TMA boxes of at most 256 rows");
 };
 
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
+using sm90::mbar_expect_tx;
 
 // One box of a 4-d tensor map (coordinates innermost first: column, head, row, batch) into shared
 // memory, completing on `bar` with the box's bytes.
@@ -129,7 +127,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       mbar_init(&q_empty[i], Cfg::CONSUMER_WARPS);
       mbar_init(&item_empty[i], Cfg::CONSUMER_WARPS);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    sm90::fence_mbar_init();
   }
   __syncthreads();  // the last block-wide barrier
 

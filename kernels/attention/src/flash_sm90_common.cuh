@@ -1,42 +1,28 @@
 #pragma once
 // Device pieces shared by the two Hopper flash kernels (flash_fwd_sm90.cu: cp.async producers, one
 // softmax between two matrix products; flash_fwd_sm90_overlap.cu: TMA producer, the softmax of tile
-// j overlapped with the P V product of tile j - 1): wgmma descriptors and wrappers, mbarriers, the
+// j overlapped with the P V product of tile j - 1): wgmma wrappers (descriptors, mbarriers: common/sm90_async.cuh), the
 // work items of the persistent schedule, and the consumers' per-tile steps (mask, online softmax,
 // P packing, epilogue), so that the two kernels differ only where their pipelines do.
 #include <cfloat>
 #include <cstdint>
 
 #include "flash_common.cuh"
+#include "inferlab/kernels/common/sm90_async.cuh"
 #include "wgmma.h"
 
 namespace inferlab {
 namespace {
 
-// wgmma shared-memory matrix descriptor, 128-byte swizzle.
-__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (1ull << 62);
-}
+using sm90::fence_proxy_async;
+using sm90::mbar_arrive;
+using sm90::mbar_init;
+using sm90::mbar_wait;
+using sm90::desc_sw128;
 
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
 // Arrives on `bar` once all of this thread's earlier cp.async copies have landed.
 __device__ __forceinline__ void mbar_arrive_cp_async(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
 }
 
 template <class T, int N>
@@ -149,7 +135,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], uint32_t q_addr, ui
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint32_t a = q_addr + uint32_t((ks * 16 / 64) * BM * 128 + (ks * 16 % 64) * 2);
     const uint32_t bk = k_addr + uint32_t((ks * 16 / 64) * BN * 128 + (ks * 16 % 64) * 2);
-    mma_ss<T, BN>(s, desc(a, 16, 1024), desc(bk, 16, 1024), ks > 0);
+    mma_ss<T, BN>(s, desc_sw128(a, 16, 1024), desc_sw128(bk, 16, 1024), ks > 0);
   }
   wgmma::commit();
 }
@@ -160,7 +146,7 @@ __device__ __forceinline__ void issue_pv(float (&acc_o)[D / 2], const uint32_t (
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
-    mma_rs<T, D>(acc_o, pa[kk], desc(v_addr + uint32_t(kk * 16 * 128), uint32_t(BN * 128), 1024));
+    mma_rs<T, D>(acc_o, pa[kk], desc_sw128(v_addr + uint32_t(kk * 16 * 128), uint32_t(BN * 128), 1024));
   wgmma::commit();
 }
 

@@ -370,9 +370,17 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
   return plan;
 }
 
+namespace {
+std::size_t partial_bytes(const LinearParams& p) { return (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256; }
+}  // namespace
+
 std::size_t weight_only_workspace_bytes(const LinearParams& p) {
   const std::size_t row_tiles = std::size_t((p.n + kBlockRows - 1) / kBlockRows);
-  return (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256 + row_tiles * 4;
+  return partial_bytes(p) + row_tiles * 4;
+}
+
+int* weight_only_counters(const LinearParams& p) {
+  return reinterpret_cast<int*>(static_cast<char*>(p.workspace) + partial_bytes(p));
 }
 
 void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
@@ -389,7 +397,7 @@ void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStrea
   wp.y = static_cast<__nv_bfloat16*>(p.y);
   if (plan.split_k > 1) {
     wp.partial = static_cast<float*>(p.workspace);
-    wp.counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) + (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256);
+    wp.counters = weight_only_counters(p);
   }
   wp.m = int(p.m);
   wp.n = int(p.n);

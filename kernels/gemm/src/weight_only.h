@@ -14,6 +14,8 @@ namespace inferlab {
 LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_capability);
 // Either kernel's: fp32 partial sums [m, n] and a counter per 128-row tile (zero between launches).
 std::size_t weight_only_workspace_bytes(const LinearParams& p);
+// The counters' place in that workspace (after the partial sums).
+int* weight_only_counters(const LinearParams& p);
 void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
 
 #ifdef INFERLAB_HAVE_SM90A

@@ -66,31 +66,17 @@ struct WgTile {
   static_assert(N * 16 % kThreads == 0, "X's 16-byte pieces divide among the threads");
 };
 
-struct WgParams {
-  const __nv_bfloat16* x;  // [m, k]
-  const uint4* w;          // packed chunks [n/16][k/C] of 512 bytes (quant.h)
-  const void* scales;      // int8: float [n]; int4: uint32 [k/128][n]
-  __nv_bfloat16* y;        // [m, n]
-  float* partial;          // [m, n] fp32, zero between launches (tiles two blocks share)
-  int* counters;           // [n/128 rounded up], zero between launches
-  int m, n, k;
-  int units;               // row tiles x k/128
-  int blocks;              // the grid; block b takes units [b·units/blocks, (b+1)·units/blocks)
-};
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sm90::shared_addr(smem)), "l"(gmem),
+               "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 template <WeightFormat F, int N>
 __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
-    weight_only_wgmma_kernel(const __grid_constant__ WgParams p) {
+    weight_only_wgmma_kernel(const __grid_constant__ WoSm90Params p) {
   using T = WgTile<F, N>;
   constexpr int S = T::kStages, P = T::kAhead;
   extern __shared__ unsigned char smem_raw[];
@@ -147,13 +133,12 @@ __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
 #pragma unroll
   for (int e = 0; e < N / 2; ++e) acc[e] = 0.f;
   int seg_first = u_begin;  // the first unit of the tile's stretch in progress
-  const uint64_t desc0 = wo_desc(smem_u32(xs), 16, 1024);
-  const WoOut out{p.scales, p.y, p.partial, p.counters, p.m, p.n, groups, p.units, p.blocks};
+  const uint64_t desc0 = sm90::desc_sw128(sm90::shared_addr(xs), 16, 1024);
 
 #pragma unroll 1
   for (int i = 0; i < count; ++i) {
     cp_async_wait<P - 1>();  // unit i's copies (this thread's) have landed
-    fence_proxy_async();     // ... ordered before the tensor cores' reads of X
+    sm90::fence_proxy_async();  // ... ordered before the tensor cores' reads of X
     __syncthreads();         // every thread's; and every warpgroup is done with unit i - 1's stage
     const int u = u_begin + i, slot = i % S;
     float sc0, sc1;
@@ -164,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
     scale_in<N>(acc, grp_acc, sc0, sc1);
     const int tile = u / groups;
     if ((u + 1) % groups == 0 || i + 1 == count) {  // the tile's stretch ends here
-      write_out<T::kInt4, N>(out, acc, tile, seg_first == tile * groups && (u + 1) % groups == 0, warp, lane, tid == 0,
+      write_out<T::kInt4, N>(p, acc, tile, seg_first == tile * groups && (u + 1) % groups == 0, warp, lane, tid == 0,
                              last_flag, [] { __syncthreads(); });
       seg_first = u + 1;
     }
@@ -172,25 +157,18 @@ __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
 }
 
 template <WeightFormat F, int N>
-void launch(WgParams wp, cudaStream_t stream) {
+void launch(WoSm90Params wp, cudaStream_t stream) {
   using T = WgTile<F, N>;
   auto kernel = weight_only_wgmma_kernel<F, N>;
   static KernelSmem attr;
   attr.ensure(kernel, T::kSmem, "linear (weight-only wgmma)");
-  // The grid is one persistent wave: no more blocks than the SMs hold (the plan's blocks per SM, as
-  // the device confirms for this build's registers).
-  int device = 0, sms = 0, per_sm = 0;
-  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
-  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, T::kSmem));
-  if (per_sm < 1) throw Error("linear (weight-only wgmma): no block fits an SM");
-  wp.blocks = std::min(wp.blocks, sms * per_sm);
+  wp.blocks = persistent_blocks(kernel, kThreads, T::kSmem, wp.blocks, "linear (weight-only wgmma)");
   kernel<<<unsigned(wp.blocks), kThreads, T::kSmem, stream>>>(wp);
   INFERLAB_CHECK_LAUNCH();
 }
 
 template <WeightFormat F>
-void launch_tokens(const WgParams& wp, int tokens, cudaStream_t stream) {
+void launch_tokens(const WoSm90Params& wp, int tokens, cudaStream_t stream) {
   switch (tokens) {
     case 16: return launch<F, 16>(wp, stream);
     case 32: return launch<F, 32>(wp, stream);
@@ -202,18 +180,7 @@ void launch_tokens(const WgParams& wp, int tokens, cudaStream_t stream) {
 }  // namespace
 
 void weight_only_linear_sm90(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
-  WgParams wp{};
-  wp.x = static_cast<const __nv_bfloat16*>(p.x);
-  wp.w = static_cast<const uint4*>(p.w);
-  wp.scales = p.scales;
-  wp.y = static_cast<__nv_bfloat16*>(p.y);
-  wp.partial = static_cast<float*>(p.workspace);
-  wp.counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) + (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256);
-  wp.m = int(p.m);
-  wp.n = int(p.n);
-  wp.k = int(p.k);
-  wp.units = int((p.n + kBlockRows - 1) / kBlockRows * (p.k / kGroup));
-  wp.blocks = int(plan.ctas);
+  const WoSm90Params wp = wo_sm90_params(p, plan);
   switch (p.format) {
     case WeightFormat::int4: return launch_tokens<WeightFormat::int4>(wp, plan.tokens, stream);
     case WeightFormat::int8: return launch_tokens<WeightFormat::int8>(wp, plan.tokens, stream);

@@ -69,43 +69,18 @@ struct TmaTile {
   static_assert(kXBytes % 1024 == 0, "every stage's X starts on the 1024-byte boundary the 128-byte swizzle needs");
 };
 
-struct TmaParams {
-  const uint4* w;          // packed chunks [n/16][k/C] of 512 bytes (quant.h)
-  const void* scales;      // int8: float [n]; int4: uint32 [k/128][n]
-  __nv_bfloat16* y;        // [m, n]
-  float* partial;          // [m, n] fp32, zero between launches (tiles two blocks share)
-  int* counters;           // [n/128 rounded up], zero between launches
-  int m, n, k;
-  int units;               // row tiles x k/128
-  int blocks;              // the grid; block b takes units [b·units/blocks, (b+1)·units/blocks)
-};
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
+using sm90::mbar_arrive;
+using sm90::mbar_expect_tx;
+using sm90::mbar_init;
+using sm90::mbar_wait;
+using sm90::shared_addr;
 
 // One [rows x 64] box of X at (column c0, row 0), landing 128-byte swizzled; completes on `bar`.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+          shared_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar))
       : "memory");
 }
 
@@ -114,8 +89,8 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+          shared_addr(dst)),
+      "l"(src), "r"(bytes), "r"(shared_addr(bar)), "l"(policy)
       : "memory");
 }
 
@@ -129,14 +104,14 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 
 template <WeightFormat F, int N>
 __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBlocks)
-    weight_only_tma_kernel(const __grid_constant__ TmaParams p, const __grid_constant__ CUtensorMap map_x) {
+    weight_only_tma_kernel(const __grid_constant__ WoSm90Params p, const __grid_constant__ CUtensorMap map_x) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = TmaTile<F, N>;
   constexpr int S = T::kStages;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // [X stages | weight stages | int4's scale stages | full[S] | empty[S] | flag], X 1024-byte aligned
   // (by hand: no static shared memory, the whole 227 KB a block may hold is the kernel's to plan).
-  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  unsigned char* smem = smem_raw + ((1024 - (shared_addr(smem_raw) & 1023)) & 1023);
   unsigned char* xs = smem;
   uint4* ws = reinterpret_cast<uint4*>(smem + S * T::kXBytes);
   uint32_t* ss = reinterpret_cast<uint32_t*>(smem + S * (T::kXBytes + T::kWBytes));
@@ -154,7 +129,7 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
       mbar_init(&full[s], 1);                // the producer's arrive.expect_tx, then the unit's bytes
       mbar_init(&empty[s], kConsumerWarps);  // every consumer warp's batch that read the stage is done
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    sm90::fence_mbar_init();
   }
   __syncthreads();  // the last block-wide barrier
 
@@ -200,9 +175,8 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
   // the loop); a stage's descriptors are the first stage's plus its offset in 16-byte units.
   int tile = u_begin / groups, grp = u_begin % groups, slot = 0, phase = 0;
   bool whole = grp == 0;  // the block holds the tile's stretch from its first group
-  const uint64_t desc0 = wo_desc(smem_u32(xs), 16, 1024);
+  const uint64_t desc0 = sm90::desc_sw128(shared_addr(xs), 16, 1024);
 
-  const WoOut out{p.scales, p.y, p.partial, p.counters, p.m, p.n, groups, p.units, p.blocks};
 
 #pragma unroll 1
   for (int i = 0; i < count; ++i) {
@@ -216,7 +190,7 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
     scale_in<N>(acc, grp_acc, sc0, sc1);
     if (++slot == S) slot = 0, phase ^= 1;
     if (++grp == groups || i + 1 == count) {  // the tile's stretch ends here
-      write_out<T::kInt4, N>(out, acc, tile, whole && grp == groups, warp, lane, tid == 0, last_flag,
+      write_out<T::kInt4, N>(p, acc, tile, whole && grp == groups, warp, lane, tid == 0, last_flag,
                              [] { consumers_sync(); });
       grp = 0, ++tile, whole = true;
     }
@@ -227,35 +201,28 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
 }
 
 template <WeightFormat F, int N>
-void launch(TmaParams tp, const void* x, cudaStream_t stream) {
+void launch(WoSm90Params tp, cudaStream_t stream) {
   using T = TmaTile<F, N>;
   auto kernel = weight_only_tma_kernel<F, N>;
   static KernelSmem attr;
   attr.ensure(kernel, T::kSmem, "linear (weight-only wgmma_tma)");
-  // One persistent wave: no more blocks than the SMs hold (the plan's blocks per SM, as the device
-  // confirms for this build's registers).
-  int device = 0, sms = 0, per_sm = 0;
-  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
-  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, T::kThreads, T::kSmem));
-  if (per_sm < 1) throw Error("linear (weight-only wgmma_tma): no block fits an SM");
-  tp.blocks = std::min(tp.blocks, sms * per_sm);
+  tp.blocks = persistent_blocks(kernel, T::kThreads, T::kSmem, tp.blocks, "linear (weight-only wgmma_tma)");
   // X [m, k] bf16 as [N x 64] boxes (tokens past m read as zeros).
   const uint64_t dims[2] = {uint64_t(tp.k), uint64_t(tp.m)};
   const uint64_t strides[1] = {uint64_t(tp.k) * 2};
   const uint32_t box[2] = {64, uint32_t(N)};
-  const CUtensorMap map_x = make_tensor_map("linear (weight-only wgmma_tma)", x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+  const CUtensorMap map_x = make_tensor_map("linear (weight-only wgmma_tma)", tp.x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
   kernel<<<unsigned(tp.blocks), T::kThreads, T::kSmem, stream>>>(tp, map_x);
   INFERLAB_CHECK_LAUNCH();
 }
 
 template <WeightFormat F>
-void launch_tokens(const TmaParams& tp, const void* x, int tokens, cudaStream_t stream) {
+void launch_tokens(const WoSm90Params& tp, int tokens, cudaStream_t stream) {
   switch (tokens) {
-    case 16: return launch<F, 16>(tp, x, stream);
-    case 32: return launch<F, 32>(tp, x, stream);
-    case 64: return launch<F, 64>(tp, x, stream);
+    case 16: return launch<F, 16>(tp, stream);
+    case 32: return launch<F, 32>(tp, stream);
+    case 64: return launch<F, 64>(tp, stream);
     default: throw Error("linear (weight-only wgmma_tma): no tile for " + std::to_string(tokens) + " tokens");
   }
 }
@@ -263,20 +230,10 @@ void launch_tokens(const TmaParams& tp, const void* x, int tokens, cudaStream_t 
 }  // namespace
 
 void weight_only_linear_sm90_tma(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
-  TmaParams tp{};
-  tp.w = static_cast<const uint4*>(p.w);
-  tp.scales = p.scales;
-  tp.y = static_cast<__nv_bfloat16*>(p.y);
-  tp.partial = static_cast<float*>(p.workspace);
-  tp.counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) + (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256);
-  tp.m = int(p.m);
-  tp.n = int(p.n);
-  tp.k = int(p.k);
-  tp.units = int((p.n + kBlockRows - 1) / kBlockRows * (p.k / kGroup));
-  tp.blocks = int(plan.ctas);
+  const WoSm90Params tp = wo_sm90_params(p, plan);
   switch (p.format) {
-    case WeightFormat::int4: return launch_tokens<WeightFormat::int4>(tp, p.x, plan.tokens, stream);
-    case WeightFormat::int8: return launch_tokens<WeightFormat::int8>(tp, p.x, plan.tokens, stream);
+    case WeightFormat::int4: return launch_tokens<WeightFormat::int4>(tp, plan.tokens, stream);
+    case WeightFormat::int8: return launch_tokens<WeightFormat::int8>(tp, plan.tokens, stream);
     default: throw Error("linear (weight-only wgmma_tma): format " + weight_format_name(p.format) + " has no wgmma kernel");
   }
 }

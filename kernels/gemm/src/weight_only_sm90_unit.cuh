@@ -7,9 +7,16 @@
 // sums; a tile's stretch ends in write_out.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "dequant.cuh"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/sm90_async.cuh"
+#include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/sim/error.h"
+#include "weight_only.h"
 #include "wgmma_rs.h"
 
 namespace inferlab {
@@ -18,9 +25,45 @@ namespace {
 constexpr int kWoGroup = 128;      // columns of a unit (int4's scale group)
 constexpr int kWoBlockRows = 128;  // rows of a unit: 8 warps of 16
 
-// wgmma shared-memory matrix descriptor, 128-byte swizzle (the flash kernels' layout).
-__device__ __forceinline__ uint64_t wo_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (1ull << 62);
+// Both kernels' parameters (the TMA kernel reads X through its tensor map, not x).
+struct WoSm90Params {
+  const __nv_bfloat16* x;  // [m, k]
+  const uint4* w;          // packed chunks [n/16][k/C] of 512 bytes (quant.h)
+  const void* scales;      // int8: float [n]; int4: uint32 [k/128][n]
+  __nv_bfloat16* y;        // [m, n]
+  float* partial;          // [m, n] fp32, zero between launches (tiles two blocks share)
+  int* counters;           // [n/128 rounded up], zero between launches
+  int m, n, k;
+  int units;               // row tiles x k/128
+  int blocks;              // the grid; block b takes units [b·units/blocks, (b+1)·units/blocks)
+};
+
+inline WoSm90Params wo_sm90_params(const LinearParams& p, const LinearPlan& plan) {
+  WoSm90Params wp{};
+  wp.x = static_cast<const __nv_bfloat16*>(p.x);
+  wp.w = static_cast<const uint4*>(p.w);
+  wp.scales = p.scales;
+  wp.y = static_cast<__nv_bfloat16*>(p.y);
+  wp.partial = static_cast<float*>(p.workspace);
+  wp.counters = weight_only_counters(p);
+  wp.m = int(p.m);
+  wp.n = int(p.n);
+  wp.k = int(p.k);
+  wp.units = int((p.n + kWoBlockRows - 1) / kWoBlockRows * (p.k / kWoGroup));
+  wp.blocks = int(plan.ctas);
+  return wp;
+}
+
+// The persistent grid: no more blocks than the SMs hold (the plan's blocks per SM, as the device
+// confirms for this build's registers and the kernel's shared memory).
+template <class Kernel>
+int persistent_blocks(Kernel kernel, int threads, int smem, int want, const char* who) {
+  int device = 0, sms = 0, per_sm = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  INFERLAB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  if (per_sm < 1) throw Error(std::string(who) + ": no block fits an SM");
+  return std::min(want, sms * per_sm);
 }
 
 // a + b as bf16x2 (a FMA with 1): exact here, where a = 128 + q and b = −(128 + z).
@@ -108,23 +151,14 @@ __device__ __forceinline__ void scale_in(float (&acc)[N / 2], const float (&grp_
   }
 }
 
-struct WoOut {
-  const void* scales;    // int8: float [n] (the channel scales, applied here); int4: unused
-  __nv_bfloat16* y;      // [m, n]
-  float* partial;        // [m, n] fp32, zero between launches (tiles two blocks share)
-  int* counters;         // [n/128 rounded up], zero between launches
-  int m, n, groups;      // groups = k / 128
-  int units, blocks;     // block b took units [b·units/blocks, (b+1)·units/blocks)
-};
-
 // A tile's stretch ends: store it (whole: this block summed every group of the tile), or add it into
 // the workspace, the last block of the tile converting it and leaving workspace and counter zeroed. acc
 // is zero afterwards. sync(): a barrier of every thread that calls this (the block's consumers); thread
 // `leader` among them counts; last_flag: a shared int.
 template <bool kInt4, int N, class Sync>
-__device__ __forceinline__ void write_out(const WoOut& p, float (&acc)[N / 2], int tile, bool whole, int warp, int lane,
-                                          bool leader, int& last_flag, Sync sync) {
-  const int g = lane / 4, t = lane % 4, r0 = tile * kWoBlockRows + warp * 16 + g;
+__device__ __forceinline__ void write_out(const WoSm90Params& p, float (&acc)[N / 2], int tile, bool whole, int warp,
+                                          int lane, bool leader, int& last_flag, Sync sync) {
+  const int g = lane / 4, t = lane % 4, r0 = tile * kWoBlockRows + warp * 16 + g, groups = p.k / kWoGroup;
   if constexpr (!kInt4) {  // the channel scales
     const float* sc = static_cast<const float*>(p.scales);
     const float c0 = r0 < p.n ? __ldg(sc + r0) : 0.f, c1 = r0 + 8 < p.n ? __ldg(sc + r0 + 8) : 0.f;
@@ -155,7 +189,7 @@ __device__ __forceinline__ void write_out(const WoOut& p, float (&acc)[N / 2], i
     if (leader) {
       // Unit u lies in block floor(((u + 1)·blocks − 1) / units): the blocks that share the tile.
       auto block_of = [&](int u) { return int((int64_t(u + 1) * p.blocks - 1) / p.units); };
-      const int segments = block_of((tile + 1) * p.groups - 1) - block_of(tile * p.groups) + 1;
+      const int segments = block_of((tile + 1) * groups - 1) - block_of(tile * groups) + 1;
       __threadfence();
       last_flag = atomicAdd(p.counters + tile, 1) == segments - 1;
       __threadfence();
