@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     for (int64_t m : {1, 8, 16, 32, 64})
       for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
         for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma, WeightOnlyKernel::wgmma_tma}) {
-          if (f == WeightFormat::sparse24 && kernel != WeightOnlyKernel::mma) continue;
+          if (f == WeightFormat::sparse24 && kernel == WeightOnlyKernel::wgmma) continue;  // 2:4: mma, wgmma_tma
           const LinearShape s{m, sh[0], sh[1]};
           const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
                                    std::to_string(sh[1]) + "/m" + std::to_string(m) + "/kernel:" + weight_only_kernel_name(kernel);

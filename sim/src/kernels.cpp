@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
@@ -105,6 +106,9 @@ constexpr LoopCounts kTmaInt4[] = {{8, 0, 72, 173, 0, 4, 0, 29}, {8, 0, 80, 173,
 constexpr LoopCounts kTmaInt8[] = {{8, 0, 8, 162, 0, 4, 0, 29}, {8, 0, 16, 161, 0, 4, 0, 29}, {8, 0, 32, 161, 0, 4, 0, 29}};
 constexpr double kTmaChainInt4[] = {664.4, 943.8, 965.8};
 constexpr double kTmaChainInt8[] = {627.0, 905.4, 892.8};
+// 2:4 (the same kernel, sparse24): 4 wgmma.sp k32 a unit on the stored fragments, no conversion.
+constexpr LoopCounts kTmaSparse[] = {{4, 0, 8, 65, 0, 8, 0, 21}, {4, 0, 16, 65, 0, 8, 0, 21}, {4, 0, 32, 53, 0, 8, 0, 21}};
+constexpr double kTmaChainSparse[] = {338.2, 474.4, 481.4};
 // attention/naive softmax_rows (inferlab_kernels.dir/attention/src/attention.cu.o): the first pass
 // (online max and sum) per 4 elements of a row per thread. The second pass (exp, scale, store) is
 // counted from its source: load, subtract, ex2, multiply, convert, store, index and compare.
@@ -436,18 +440,23 @@ std::string weight_only_kernel_name(WeightOnlyKernel k) {
   return "?";
 }
 
-int64_t wgmma_from_tokens(WeightFormat f) { return f == WeightFormat::int8 ? 17 : 9; }
+int64_t wgmma_from_tokens(WeightFormat f) {
+  return f == WeightFormat::int4 ? 9 : f == WeightFormat::int8 ? 17 : std::numeric_limits<int64_t>::max();
+}
 
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel, bool wgmma_available) {
   constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
-  const bool wgmma_format = f == WeightFormat::int4 || f == WeightFormat::int8;
-  if ((kernel == WeightOnlyKernel::wgmma || kernel == WeightOnlyKernel::wgmma_tma) && !wgmma_format)
-    throw Error("linear: the " + weight_only_kernel_name(kernel) + " weight-only kernel serves int8 and int4 (" +
-                weight_format_name(f) +
-                " runs on the mma kernel)");
+  const bool dequant_format = f == WeightFormat::int4 || f == WeightFormat::int8;
+  const bool tma_format = dequant_format || f == WeightFormat::sparse24;
+  if (kernel == WeightOnlyKernel::wgmma && !dequant_format)
+    throw Error("linear: the wgmma weight-only kernel serves int8 and int4 (" + weight_format_name(f) +
+                " runs on the mma kernel or the wgmma_tma kernel)");
+  if (kernel == WeightOnlyKernel::wgmma_tma && !tma_format)
+    throw Error("linear: the wgmma_tma weight-only kernel serves int8, int4 and sparse24 (" + weight_format_name(f) +
+                " is not a weight-only format)");
   if (kernel == WeightOnlyKernel::automatic)
-    kernel = wgmma_available && wgmma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma_tma : WeightOnlyKernel::mma;
+    kernel = wgmma_available && tma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma_tma : WeightOnlyKernel::mma;
   WeightOnlyPlan plan;
   plan.kernel = kernel;
   plan.row_tiles = ceil_div(n, kBlockRows);
@@ -457,7 +466,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     // of the units (a tile's 128-column groups in order, then the next tile's).
     plan.tokens = weight_only_wgmma_tokens(m);
     plan.blocks_per_sm = tma ? weight_only_tma_blocks_per_sm(plan.tokens) : weight_only_wgmma_blocks_per_sm(plan.tokens);
-    plan.stages = tma ? weight_only_tma_stages(f == WeightFormat::int4, plan.tokens)
+    plan.stages = tma ? weight_only_tma_stages(f, plan.tokens)
                       : weight_only_wgmma_stages(f == WeightFormat::int4, plan.tokens);
     plan.units = plan.row_tiles * (k / 128);
     plan.ctas = std::min<int64_t>(plan.units, sm_count * plan.blocks_per_sm);
@@ -560,10 +569,11 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
 KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                const Hardware& hw, KernelLaunch kl) {
   const int ti = tokens_index(plan);
-  const bool int4 = f == WeightFormat::int4;
-  const LoopCounts& lp = int4 ? kTmaInt4[ti] : kTmaInt8[ti];
-  const double chain = int4 ? kTmaChainInt4[ti] : kTmaChainInt8[ti];
+  const bool int4 = f == WeightFormat::int4, sparse = f == WeightFormat::sparse24;
+  const LoopCounts& lp = int4 ? kTmaInt4[ti] : sparse ? kTmaSparse[ti] : kTmaInt8[ti];
+  const double chain = int4 ? kTmaChainInt4[ti] : sparse ? kTmaChainSparse[ti] : kTmaChainInt8[ti];
   hopper_weight_only_launch(plan, k, lp, "weight_only_tma_kernel", kl);
+  if (sparse) kl.work.tensor_flops /= 2;  // wgmma.sp skips the pruned half: a k32 step in a dense k16's time
   const double x_once = double(m) * double(k) * 2.0;
   kl.bytes += double(plan.units) * double(plan.tokens) * 128.0 * 2.0 - x_once;  // X tile per unit, for X once
   const Chain ch{chain, chain - hw.pipes.dram_latency_s * hw.pipes.sm_clock_hz};  // no DRAM wait per unit

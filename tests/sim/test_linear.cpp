@@ -290,8 +290,8 @@ TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
 }
 
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
-// (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 from 17, 2:4 always on mma, and
-// mma wherever the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.
+// (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 and 2:4 from 17, and mma wherever
+// the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.
 TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   auto pick = [](WeightFormat f, int64_t m, bool wgmma = true) {
     return plan_weight_only(f, m, 14336, 4096, 132, WeightOnlyKernel::automatic, wgmma).kernel;
@@ -308,14 +308,21 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(p16.tokens, 16);
   EXPECT_EQ(p16.blocks_per_sm, 2);
   EXPECT_EQ(p16.ctas, 264);
-  EXPECT_EQ(p16.stages, weight_only_tma_stages(true, 16));
+  EXPECT_EQ(p16.stages, weight_only_tma_stages(WeightFormat::int4, 16));
+  // 2:4's stage: X, 16 KB of kept values and 2 KB of metadata; 6 fit one block at 64 tokens.
+  EXPECT_EQ(weight_only_tma_stage_bytes(WeightFormat::sparse24, 64), 64 * 256 + 16384 + 2048);
+  EXPECT_EQ(plan_weight_only(WeightFormat::sparse24, 64, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma).stages, 6);
   EXPECT_EQ(plan_weight_only(WeightFormat::int8, 64, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma).blocks_per_sm, 1);
   // Few units (1024 x 4096: 8 tiles x 32 groups): a block takes at least weight_only_tma_min_units of them.
   const WeightOnlyPlan few = plan_weight_only(WeightFormat::int4, 32, 1024, 4096, 132, WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(few.units, 256);
   EXPECT_EQ(few.ctas, 256 / weight_only_tma_min_units);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 32, 16, 128, 132, WeightOnlyKernel::wgmma_tma).ctas, 1);
-  EXPECT_THROW(plan_weight_only(WeightFormat::sparse24, 16, 4096, 4096, 132, WeightOnlyKernel::wgmma_tma), Error);
+  // The wgmma rung dequantizes (int8, int4); 2:4 has only the TMA rung's port; dense formats neither.
+  EXPECT_NE(error_of([] { plan_weight_only(WeightFormat::sparse24, 16, 4096, 4096, 132, WeightOnlyKernel::wgmma); })
+                .find("wgmma_tma"),
+            std::string::npos);
+  EXPECT_THROW(plan_weight_only(WeightFormat::bf16, 16, 4096, 4096, 132, WeightOnlyKernel::wgmma_tma), Error);
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, WgTile<F, N>::kMinBlocks)
     scale_in<N>(acc, grp_acc, sc0, sc1);
     const int tile = u / groups;
     if ((u + 1) % groups == 0 || i + 1 == count) {  // the tile's stretch ends here
-      write_out<T::kInt4, N>(p, acc, tile, seg_first == tile * groups && (u + 1) % groups == 0, warp, lane, tid == 0,
+      write_out<F, N>(p, acc, tile, seg_first == tile * groups && (u + 1) % groups == 0, warp, lane, tid == 0,
                              last_flag, [] { __syncthreads(); });
       seg_first = u + 1;
     }

@@ -1,7 +1,10 @@
-// Weight-only linear layers on Hopper, the pipelined rung (WeightOnlyKernel::wgmma_tma, sm_90a, int8 and
-// int4, m = 1..64). Diff it against weight_only_sm90.cu: the units, the ring of shared-memory stages, the
-// dequantization into wgmma's A registers, the persistent stream-k grid and its write-out are the same;
-// what changes is who fills the ring and how a consumer learns that a stage has landed.
+// Weight-only linear layers on Hopper, the pipelined rung (WeightOnlyKernel::wgmma_tma, sm_90a, int8, int4
+// and sparse24, m = 1..64). Diff it against weight_only_sm90.cu: the units, the ring of shared-memory stages,
+// the dequantization into wgmma's A registers, the persistent stream-k grid and its write-out are the same;
+// what changes is who fills the ring and how a consumer learns that a stage has landed. 2:4 is this rung's
+// alone: its compressed values are already the A fragments of wgmma.sp m64nNk32 (quant.h stores them in
+// mma.sp's order, which is the warp's share of wgmma's), so a unit is 4 sparse products on the stage's
+// values and metadata words, with no conversion.
 //
 // weight_only_sm90.cu has every thread copy its own 16-byte pieces with cp.async and, per unit, wait for
 // its copies, fence them to the tensor cores' (async) proxy and meet the block at a barrier. ptxas
@@ -13,7 +16,8 @@
 //     whole block: X's [N x 128] tile by TMA (a 2-d tensor map over X [m, k], two 64-column boxes that
 //     land 128-byte swizzled as wgmma reads them, tokens past m zero-filled by the hardware), each
 //     consumer warp's weight chunks of the unit by one 1-d bulk copy (they are contiguous: quant.h),
-//     int4's scales of the 128 rows by one more; all of them complete on the stage's `full` mbarrier,
+//     int4's scales of the 128 rows by one more, 2:4's metadata by one per warp (256 bytes: its 16 rows'
+//     4 k32 steps); all of them complete on the stage's `full` mbarrier,
 //     whose byte count producer 0 sets. Why several producers: one thread's bulk copies issue one after
 //     another, ~120 cycles each (NOTES.md tma2: a stage of eight 1 KB copies from one thread a block
 //     streams 2.0 TB/s over the GPU, from two 3.05, one 8 KB copy 3.07); where that helps is measured
@@ -52,18 +56,21 @@ constexpr int kBlockRows = kWoBlockRows, kGroup = kWoGroup;
 template <WeightFormat F, int N>
 struct TmaTile {
   static constexpr bool kInt4 = F == WeightFormat::int4;
+  static constexpr bool kSparse = F == WeightFormat::sparse24;
   static constexpr int kCols = kInt4 ? 64 : 32;   // weight columns per 512-byte chunk (quant.h)
-  static constexpr int kChunks = kGroup / kCols;  // one warp's chunks per unit
-  static constexpr int kStages = weight_only_tma_stages(kInt4, N);
+  static constexpr int kChunks = kGroup / kCols;  // one warp's chunks per unit (2:4: one a k32 step)
+  static constexpr int kStages = weight_only_tma_stages(F, N);
   static constexpr int kXBytes = N * kGroup * 2;
   static constexpr int kWBytes = kConsumerWarps * kChunks * 512;
-  static constexpr int kSBytes = kInt4 ? kBlockRows * 4 : 0;
+  static constexpr int kMetaWarpBytes = kSparse ? kChunks * 64 : 0;  // 2:4: a warp's 16 words a k32 step
+  static constexpr int kSBytes = int(weight_only_tma_side_bytes(F));  // int4's scales or 2:4's metadata
   static constexpr int kBarrierOffset = kStages * (kXBytes + kWBytes + kSBytes);
-  static constexpr int kSmem = int(weight_only_tma_smem_bytes(kInt4, N));
+  static constexpr int kSmem = int(weight_only_tma_smem_bytes(F, N));
   static constexpr int kMinBlocks = weight_only_tma_blocks_per_sm(N);
-  static constexpr int kProducers = weight_only_tma_producers(kInt4, N);  // producer warps, one copying thread each
+  static constexpr int kProducers = weight_only_tma_producers(F, N);  // producer warps, one copying thread each
   static constexpr int kThreads = kConsumers + 32 * kProducers;
   static constexpr int kWarpBytes = kChunks * 512;                 // one warp's 16 rows of a unit
+  static_assert(!kSparse || kSBytes == kConsumerWarps * kMetaWarpBytes, "2:4's side data is its warps' metadata");
   static_assert(kBarrierOffset + 1024 + 256 == kSmem, "sim/kernels.h's tile table and the kernel agree");
   static_assert(kStages >= 2 && kStages <= 8, "a stage in use, at least one in flight; 2 x 8 mbarriers in 128 bytes");
   static_assert(kXBytes % 1024 == 0, "every stage's X starts on the 1024-byte boundary the 128-byte swizzle needs");
@@ -109,12 +116,13 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
   using T = TmaTile<F, N>;
   constexpr int S = T::kStages;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // [X stages | weight stages | int4's scale stages | full[S] | empty[S] | flag], X 1024-byte aligned
+  // [X stages | weight stages | side stages (int4's scales, 2:4's metadata) | full[S] | empty[S] | flag], X
+  // 1024-byte aligned
   // (by hand: no static shared memory, the whole 227 KB a block may hold is the kernel's to plan).
   unsigned char* smem = smem_raw + ((1024 - (shared_addr(smem_raw) & 1023)) & 1023);
   unsigned char* xs = smem;
   uint4* ws = reinterpret_cast<uint4*>(smem + S * T::kXBytes);
-  uint32_t* ss = reinterpret_cast<uint32_t*>(smem + S * (T::kXBytes + T::kWBytes));
+  uint32_t* ss = reinterpret_cast<uint32_t*>(smem + S * (T::kXBytes + T::kWBytes));  // side data
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + T::kBarrierOffset);
   uint64_t* empty = full + S;
   int& last_flag = *reinterpret_cast<int*>(smem + T::kBarrierOffset + 128);
@@ -144,7 +152,7 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
       if (i >= S) mbar_wait(&empty[slot], (i / S - 1) & 1);
       const int rows = min(kBlockRows, p.n - tile * kBlockRows);  // a multiple of 16: whole warps
       if (pr == 0) {  // the stage's byte count, X's boxes, int4's scales
-        mbar_expect_tx(&full[slot], uint32_t(T::kXBytes) + uint32_t(rows / 16) * uint32_t(T::kWarpBytes) +
+        mbar_expect_tx(&full[slot], uint32_t(T::kXBytes) + uint32_t(rows / 16) * uint32_t(T::kWarpBytes + T::kMetaWarpBytes) +
                                         (T::kInt4 ? uint32_t(rows) * 4 : 0u));
         unsigned char* xd = xs + slot * T::kXBytes;
         tma_load_2d(xd, &map_x, grp * kGroup, 0, &full[slot]);
@@ -155,10 +163,14 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
       }
       // Consumer warp w's 16-row tile: its chunks of the group, contiguous; producer pr copies w = pr mod P.
       // (A copy may complete before producer 0's expect_tx: the phase completes only with its arrival.)
-      for (int w = pr; w < rows / 16; w += T::kProducers)
-        bulk_load(ws + (slot * kConsumerWarps + w) * T::kChunks * 32,
-                  p.w + (int64_t(tile * kConsumerWarps + w) * (p.k / T::kCols) + grp * T::kChunks) * 32,
-                  uint32_t(T::kWarpBytes), &full[slot], policy);
+      for (int w = pr; w < rows / 16; w += T::kProducers) {
+        const int64_t chunk0 = int64_t(tile * kConsumerWarps + w) * (p.k / T::kCols) + grp * T::kChunks;
+        bulk_load(ws + (slot * kConsumerWarps + w) * T::kChunks * 32, p.w + chunk0 * 32, uint32_t(T::kWarpBytes),
+                  &full[slot], policy);
+        if constexpr (T::kSparse)  // its metadata: 16 words per chunk (k32 step), in the chunks' order
+          bulk_load(ss + (slot * kConsumerWarps + w) * T::kChunks * 16, p.meta + chunk0 * 16, uint32_t(T::kMetaWarpBytes),
+                    &full[slot], policy);
+      }
       if (++grp == groups) grp = 0, ++tile;
     }
     return;
@@ -176,23 +188,39 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
   int tile = u_begin / groups, grp = u_begin % groups, slot = 0, phase = 0;
   bool whole = grp == 0;  // the block holds the tile's stretch from its first group
   const uint64_t desc0 = sm90::desc_sw128(shared_addr(xs), 16, 1024);
-
+  // 2:4: a warp past n (a tile's last rows) finds no metadata of its own in the stage; it multiplies with
+  // a valid pattern (indices 0 and 1 in every group) instead, its rows never stored.
+  bool live = warp * 16 < p.n - tile * kBlockRows;
 
 #pragma unroll 1
   for (int i = 0; i < count; ++i) {
     mbar_wait(&full[slot], phase);
-    float sc0, sc1;
-    dequant_unit<T::kInt4>(ws + (slot * kConsumerWarps + warp) * T::kChunks * 32 + lane, ss + slot * kBlockRows + warp * 16,
-                           g, a, sc0, sc1);
-    mma_unit<N>(a, desc0 + uint64_t(slot * (T::kXBytes / 16)), grp_acc);
+    float sc0 = 1.f, sc1 = 1.f;
+    const uint4* wl = ws + (slot * kConsumerWarps + warp) * T::kChunks * 32 + lane;
+    if constexpr (T::kSparse) {
+      // This lane's fragment of each k32 step as stored; threads 0 and 1 of a quad pass metadata word
+      // 2g + t of the step (2 and 3 the same: only the selector's pair is read).
+      uint32_t as[4][4], e[4];
+      const uint32_t* ml = ss + (slot * kConsumerWarps + warp) * T::kChunks * 16 + 2 * g + (lane & 1);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint4 c = wl[j * 32];
+        as[j][0] = c.x, as[j][1] = c.y, as[j][2] = c.z, as[j][3] = c.w;
+        e[j] = live ? ml[j * 16] : 0x44444444u;
+      }
+      mma_unit_sparse<N>(as, e, desc0 + uint64_t(slot * (T::kXBytes / 16)), grp_acc);
+    } else {
+      dequant_unit<T::kInt4>(wl, ss + slot * kBlockRows + warp * 16, g, a, sc0, sc1);
+      mma_unit<N>(a, desc0 + uint64_t(slot * (T::kXBytes / 16)), grp_acc);
+    }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage (weight, scales, X) are done
     scale_in<N>(acc, grp_acc, sc0, sc1);
     if (++slot == S) slot = 0, phase ^= 1;
     if (++grp == groups || i + 1 == count) {  // the tile's stretch ends here
-      write_out<T::kInt4, N>(p, acc, tile, whole && grp == groups, warp, lane, tid == 0, last_flag,
-                             [] { consumers_sync(); });
+      write_out<F, N>(p, acc, tile, whole && grp == groups, warp, lane, tid == 0, last_flag, [] { consumers_sync(); });
       grp = 0, ++tile, whole = true;
+      live = warp * 16 < p.n - tile * kBlockRows;
     }
   }
 #else
@@ -234,6 +262,7 @@ void weight_only_linear_sm90_tma(const LinearParams& p, const LinearPlan& plan, 
   switch (p.format) {
     case WeightFormat::int4: return launch_tokens<WeightFormat::int4>(tp, plan.tokens, stream);
     case WeightFormat::int8: return launch_tokens<WeightFormat::int8>(tp, plan.tokens, stream);
+    case WeightFormat::sparse24: return launch_tokens<WeightFormat::sparse24>(tp, plan.tokens, stream);
     default: throw Error("linear (weight-only wgmma_tma): format " + weight_format_name(p.format) + " has no wgmma kernel");
   }
 }

@@ -30,6 +30,7 @@ struct WoSm90Params {
   const __nv_bfloat16* x;  // [m, k]
   const uint4* w;          // packed chunks [n/16][k/C] of 512 bytes (quant.h)
   const void* scales;      // int8: float [n]; int4: uint32 [k/128][n]
+  const uint32_t* meta;    // sparse24: uint32 [n/16][k/32][16] (quant.h)
   __nv_bfloat16* y;        // [m, n]
   float* partial;          // [m, n] fp32, zero between launches (tiles two blocks share)
   int* counters;           // [n/128 rounded up], zero between launches
@@ -43,6 +44,7 @@ inline WoSm90Params wo_sm90_params(const LinearParams& p, const LinearPlan& plan
   wp.x = static_cast<const __nv_bfloat16*>(p.x);
   wp.w = static_cast<const uint4*>(p.w);
   wp.scales = p.scales;
+  wp.meta = static_cast<const uint32_t*>(p.metadata);
   wp.y = static_cast<__nv_bfloat16*>(p.y);
   wp.partial = static_cast<float*>(p.workspace);
   wp.counters = weight_only_counters(p);
@@ -139,6 +141,30 @@ __device__ __forceinline__ void mma_unit(uint32_t (&a)[8][4], uint64_t ds, float
   wgmma_rs::fence_operand(grp_acc);
 }
 
+// 2:4 (wgmma_tma only): the unit's 4 k32 steps of wgmma.sp, A the compressed fragments as stored (quant.h:
+// this lane's 16 bytes of each of its warp's 4 chunks, no conversion), e the metadata word of each step; B
+// step j at atom j / 2, byte 64 (j % 2) of each row. As mma_unit otherwise.
+template <int N>
+__device__ __forceinline__ void mma_unit_sparse(uint32_t (&a)[4][4], uint32_t (&e)[4], uint64_t ds,
+                                                float (&grp_acc)[N / 2]) {
+  uint64_t bd[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) bd[j] = ds + uint64_t(((j / 2) * (N * 128) + (j % 2) * 64) / 16);
+  wgmma_rs::pin(a, bd);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(e[j])::"memory");
+  wgmma_rs::fence();
+  wgmma_rs::sp_bf16<N, 0>(grp_acc, a[0], bd[0], e[0]);
+#pragma unroll
+  for (int j = 1; j < 4; ++j) wgmma_rs::sp_bf16<N, 1>(grp_acc, a[j], bd[j], e[j]);
+  wgmma_rs::commit();
+  wgmma_rs::wait<0>();
+  wgmma_rs::keep(a);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(e[j]) : "memory");
+  wgmma_rs::fence_operand(grp_acc);
+}
+
 // acc[4i + e] = rows (g, g + 8) (e / 2) x tokens 8i + 2t + e % 2 (the wgmma accumulator layout).
 template <int N>
 __device__ __forceinline__ void scale_in(float (&acc)[N / 2], const float (&grp_acc)[N / 2], float sc0, float sc1) {
@@ -153,13 +179,14 @@ __device__ __forceinline__ void scale_in(float (&acc)[N / 2], const float (&grp_
 
 // A tile's stretch ends: store it (whole: this block summed every group of the tile), or add it into
 // the workspace, the last block of the tile converting it and leaving workspace and counter zeroed. acc
-// is zero afterwards. sync(): a barrier of every thread that calls this (the block's consumers); thread
+// is zero afterwards. int8's channel scales multiply here (int4's group scales came in with each unit,
+// 2:4 has none). sync(): a barrier of every thread that calls this (the block's consumers); thread
 // `leader` among them counts; last_flag: a shared int.
-template <bool kInt4, int N, class Sync>
+template <WeightFormat F, int N, class Sync>
 __device__ __forceinline__ void write_out(const WoSm90Params& p, float (&acc)[N / 2], int tile, bool whole, int warp,
                                           int lane, bool leader, int& last_flag, Sync sync) {
   const int g = lane / 4, t = lane % 4, r0 = tile * kWoBlockRows + warp * 16 + g, groups = p.k / kWoGroup;
-  if constexpr (!kInt4) {  // the channel scales
+  if constexpr (F == WeightFormat::int8) {  // the channel scales
     const float* sc = static_cast<const float*>(p.scales);
     const float c0 = r0 < p.n ? __ldg(sc + r0) : 0.f, c1 = r0 + 8 < p.n ? __ldg(sc + r0 + 8) : 0.f;
 #pragma unroll

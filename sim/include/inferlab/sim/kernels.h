@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "inferlab/sim/dtype.h"
+#include "inferlab/sim/weight_format.h"
 
 namespace inferlab {
 
 struct Hardware;
 struct AttentionShape;
 enum class AttentionVariant;
-enum class WeightFormat;
 
 // How a launch's pipes share the SM's time. overlapped: max over pipes (independent warps keep every
 // pipe busy); serialized: their sum (each warp waits for its matrix product before its softmax, and
@@ -119,10 +119,10 @@ KernelLaunch streaming_kernel(const std::string& name, double bytes, double writ
 //          shared-memory stages (cp.async); a persistent grid walks (128-row tile, 128-column group)
 //          units in equal contiguous shares (stream-k: a tile cut between two blocks is summed in
 //          fp32 by atomics, the last of its blocks converts)
-//   wgmma_tma  weight_only_sm90_tma.cu (sm_90a, int8 and int4, m = 1..64): the wgmma kernel's units,
-//          dequantization and grid, its ring filled by producer warps (one copying thread each: TMA for X,
-//          bulk copies for the weight and scales, mbarriers) instead of every thread's cp.async and a proxy
-//          fence per unit
+//   wgmma_tma  weight_only_sm90_tma.cu (sm_90a, int8, int4 and sparse24, m = 1..64): the wgmma kernel's
+//          units, dequantization and grid, its ring filled by producer warps (one copying thread each: TMA for
+//          X, bulk copies for the weight, scales and 2:4 metadata, mbarriers) instead of every thread's cp.async
+//          and a proxy fence per unit; 2:4 feeds its compressed values and metadata to wgmma.sp m64nNk32
 enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
 
@@ -134,7 +134,8 @@ std::string weight_only_kernel_name(WeightOnlyKernel k);
 //         33.5 and 47.3 / 44.9);
 //   int8  from 17: at m = 16 mma ties or leads (37.6 / 31.7 against 37.7 / 37.6), at m = 32 wgmma_tma (42.2 /
 //         41.4 against mma's 47.5 / 40.9), at m = 64 by 2x (43.4 / 41.7 against 87.3 / 87.5).
-int64_t wgmma_from_tokens(WeightFormat f);  // 17 for int8, 9 for int4
+//   sparse24  never yet: its wgmma_tma port runs when named, until measured against mma.sp.
+int64_t wgmma_from_tokens(WeightFormat f);  // 17 for int8, 9 for int4, none for sparse24
 
 // The wgmma kernel's tiles, in one place (weight_only_sm90.cu instantiates them): N tokens per
 // product; blocks of 8 warps (128 rows) resident per SM as the registers allow (ptxas, sm_90a: N = 16
@@ -164,7 +165,11 @@ constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 
 // tma2). Measured on the H100 (bench_gemm, 14336 x 4096 / 4096 x 14336): int4 at 64 tokens 4 producers
 // (36.3 / 35.0 us against one's 41.5 / 40.4); int8 at 64 one (43.4 / 41.7 against 44.9 / 44.9); at 16 and
 // 32 tokens, two blocks an SM, one (int4 m = 16 24.0 / 24.6 against two's 27.4 / 26.3).
-constexpr int weight_only_tma_producers(bool int4, int tokens) { return int4 && tokens == 64 ? 4 : 1; }
+// sparse24 (a unit's copies: two X boxes, 8 weight chunks of 2 KB and 8 metadata pieces of 256 bytes, 18 a
+// unit where int8 has 10): 2 at 64 tokens, else 1.
+constexpr int weight_only_tma_producers(WeightFormat f, int tokens) {
+  return tokens != 64 ? 1 : f == WeightFormat::int4 ? 4 : f == WeightFormat::sparse24 ? 2 : 1;
+}
 // Its grid: at most one block per this many units where the units are few (a block's fill and its
 // write-out's atomics, fence, counter and read-back amortized over several units). Measured on the H100
 // (bench_gemm, int8 / int4, us) against 1, 2 and 8: 1024 x 4096 at m = 16, 32, 64: 10.7 / 10.1, 12.2 / 11.8,
@@ -172,13 +177,22 @@ constexpr int weight_only_tma_producers(bool int4, int tokens) { return int4 && 
 // 4096 x 4096: 15.4 / 12.7, 18.2 / 15.3, 22.6 / 20.6 (one: 17.5 / 13.7, 21.6 / 17.5, 22.9 / 20.7; 8 is 5-10%
 // faster at m = 32-64 there, 20-30% slower on 1024 x 4096). The MLP shapes (27 units a block) are unaffected.
 constexpr int64_t weight_only_tma_min_units = 4;
-constexpr int weight_only_tma_stages(bool int4, int tokens) {
+// A stage: X [N x 128] bf16, the unit's packed weight (int4 8 KB, int8 16 KB, sparse24 16 KB of kept values)
+// and its side data (int4's scales of the 128 rows, 512 bytes; sparse24's metadata, 8 warps x 4 k32 steps x
+// 64 bytes = 2 KB).
+constexpr int64_t weight_only_tma_side_bytes(WeightFormat f) {
+  return f == WeightFormat::int4 ? 128 * 4 : f == WeightFormat::sparse24 ? 8 * 4 * 64 : 0;
+}
+constexpr int64_t weight_only_tma_stage_bytes(WeightFormat f, int tokens) {
+  return int64_t(tokens) * 128 * 2 + (f == WeightFormat::int4 ? 128 * 128 / 2 : 128 * 128) + weight_only_tma_side_bytes(f);
+}
+constexpr int weight_only_tma_stages(WeightFormat f, int tokens) {
   const int64_t fit =
-      ((227 << 10) / weight_only_tma_blocks_per_sm(tokens) - 1024 - 256) / weight_only_wgmma_stage_bytes(int4, tokens);
+      ((227 << 10) / weight_only_tma_blocks_per_sm(tokens) - 1024 - 256) / weight_only_tma_stage_bytes(f, tokens);
   return int(fit < 8 ? fit : 8);
 }
-constexpr int64_t weight_only_tma_smem_bytes(bool int4, int tokens) {
-  return weight_only_tma_stages(int4, tokens) * weight_only_wgmma_stage_bytes(int4, tokens) + 1024 + 256;
+constexpr int64_t weight_only_tma_smem_bytes(WeightFormat f, int tokens) {
+  return weight_only_tma_stages(f, tokens) * weight_only_tma_stage_bytes(f, tokens) + 1024 + 256;
 }
 
 // The weight-only kernels' plan (kernels/gemm uses it, the model charges the same grid).
@@ -198,7 +212,7 @@ struct WeightOnlyPlan {
   int64_t ctas = 0;
 };
 // kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
-// 9.0); wgmma for sparse24 is an inferlab::Error naming why.
+// 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true);
 int weight_only_m_tiles(int64_t m);

@@ -25,10 +25,9 @@
 
 #include "inferlab/sim/dtype.h"
 #include "inferlab/sim/ops.h"
+#include "inferlab/sim/weight_format.h"
 
 namespace inferlab {
-
-enum class WeightFormat { bf16, fp16, int8, int4, fp8, sparse24 };
 
 constexpr int64_t kInt4GroupSize = 128;  // values along k sharing one int4 scale and zero point
 

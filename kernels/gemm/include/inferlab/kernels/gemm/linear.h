@@ -8,8 +8,8 @@
 //               side (LinearParams::kernel, sim/kernels.h WeightOnlyKernel): mma.sync (weight_only.cu)
 //               and, on Hopper, wgmma (weight_only_sm90.cu) and wgmma_tma (weight_only_sm90_tma.cu: its
 //               ring filled by a TMA producer), the plan choosing by m
-//   sparse24    2:4 (weight_only.cu): the compressed values and their metadata feed mma.sp, the
-//               sparse tensor cores, directly
+//   sparse24    2:4: the compressed values and their metadata feed the sparse tensor cores directly:
+//               mma.sp (weight_only.cu) and, on Hopper, wgmma.sp (weight_only_sm90_tma.cu), by m
 // Plain C++ header: the weight's host-side packing is kernels/gemm/quant.h.
 #include <cstddef>
 #include <cstdint>
@@ -43,8 +43,8 @@ struct LinearParams {
   // the X slice of a block within its shared memory: plan_linear says so by name).
   int64_t split_k = 0;
   // Weight-only formats: which kernel runs (automatic: the plan's choice by m, wgmma_from_tokens);
-  // wgmma or wgmma_tma where it was not built or the GPU lacks it, or for sparse24, is an inferlab::Error
-  // naming why.
+  // wgmma or wgmma_tma where it was not built or the GPU lacks it, or wgmma for sparse24, is an
+  // inferlab::Error naming why.
   // split_k applies to the mma kernel only.
   WeightOnlyKernel kernel = WeightOnlyKernel::automatic;
 };
