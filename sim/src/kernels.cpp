@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
@@ -440,9 +439,7 @@ std::string weight_only_kernel_name(WeightOnlyKernel k) {
   return "?";
 }
 
-int64_t wgmma_from_tokens(WeightFormat f) {
-  return f == WeightFormat::int4 ? 9 : f == WeightFormat::int8 ? 17 : std::numeric_limits<int64_t>::max();
-}
+int64_t wgmma_from_tokens(WeightFormat f) { return f == WeightFormat::int4 ? 9 : 17; }
 
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel, bool wgmma_available) {

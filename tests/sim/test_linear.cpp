@@ -301,7 +301,9 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);
   EXPECT_EQ(pick(WeightFormat::int8, 17), WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::int8, 64), WeightOnlyKernel::wgmma_tma);
-  EXPECT_EQ(pick(WeightFormat::sparse24, 64), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::sparse24, 16), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::sparse24, 17), WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(pick(WeightFormat::sparse24, 64, false), WeightOnlyKernel::mma);
   EXPECT_EQ(pick(WeightFormat::int4, 64, false), WeightOnlyKernel::mma);
   // The TMA rung's plan: two blocks an SM up to 32 tokens (the registers allow it), one at 64.
   const WeightOnlyPlan p16 = plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma);

@@ -134,8 +134,12 @@ std::string weight_only_kernel_name(WeightOnlyKernel k);
 //         33.5 and 47.3 / 44.9);
 //   int8  from 17: at m = 16 mma ties or leads (37.6 / 31.7 against 37.7 / 37.6), at m = 32 wgmma_tma (42.2 /
 //         41.4 against mma's 47.5 / 40.9), at m = 64 by 2x (43.4 / 41.7 against 87.3 / 87.5).
-//   sparse24  never yet: its wgmma_tma port runs when named, until measured against mma.sp.
-int64_t wgmma_from_tokens(WeightFormat f);  // 17 for int8, 9 for int4, none for sparse24
+//   sparse24 from 17 (bench_gemm, 2026-11-24, mma against wgmma_tma, us; 14336 x 4096 / 4096 x 14336 /
+//         4096 x 4096 / 1024 x 4096): m = 8 mma (30.8 / 31.0 / 14.3 / 9.6 against 36.2 / 36.4 / 13.8 / 10.7);
+//         m = 16 wgmma_tma on three shapes (38.5 / 34.0 / 16.2 / 11.6 against 37.9 / 37.5 / 15.4 / 11.1); m = 32
+//         (44.6 / 42.0 / 19.7 / 15.5 against 41.5 / 42.7 / 18.5 / 12.6); m = 64 by 1.5-2x (84.5 / 84.8 / 35.0 /
+//         23.2 against 43.0 / 45.8 / 22.3 / 14.9).
+int64_t wgmma_from_tokens(WeightFormat f);  // 17 for int8 and sparse24, 9 for int4
 
 // The wgmma kernel's tiles, in one place (weight_only_sm90.cu instantiates them): N tokens per
 // product; blocks of 8 warps (128 rows) resident per SM as the registers allow (ptxas, sm_90a: N = 16
