@@ -2,7 +2,7 @@
 // ring of S stages per block, one producer thread issuing each stage as `pieces` copies of stage / pieces
 // bytes (contiguous, or each piece its own stream, as that kernel's 8 warps' weight chunks), one consumer
 // thread waiting on the stage's mbarrier and releasing it; GB/s over the GPU (1 GiB streamed, best of 5).
-// With the argument `sms`: one block on each of N SMs (N = 1 ... all), 16 KB stages as two 8 KB copies, from
+// With the argument `sms`: one or two blocks on each of N SMs (N = 1 ... all), 16 KB stages as two 8 KB copies, from
 // HBM (each block its own slice) and from L2 (every block re-reading one 2 MB slice): what one SM's bulk
 // copies can pull, and whether the source matters.
 // kernels/gemm/NOTES.md tma2 and tma3 have what it measured on the H100. Not part of the build (a probe, sm_90a):
@@ -64,22 +64,23 @@ int main(int argc, char** argv) {
   if (argc > 1) {  // sms: the rate per SM at N SMs, from HBM and from L2
     const int stage = 16384, S = 6, pieces = 2, smem = S * stage + 2 * S * 8;
     CK(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    printf("SMs source GB/s_total GB/s_per_SM bytes_per_clock_per_SM(1.98 GHz)\n");
+    printf("SMs blocks/SM source GB/s_total GB/s_per_SM bytes_per_clock_per_SM(1.98 GHz)\n");
+    for (int bps : {1, 2})
     for (int n : {1, 8, 16, 32, 64, 96, 132}) {
       if (n > sms) continue;
       for (int l2 : {0, 1}) {
-        const int64_t per_block = l2 ? (int64_t(2) << 20) : total / sms / 65536 * 65536;
+        const int64_t per_block = l2 ? (int64_t(2) << 20) : total / (2 * sms) / 65536 * 65536;
         const int u = l2 ? 1024 : int(per_block / stage);
         float best = 1e9;
         for (int r = 0; r < 5; ++r) {
           cudaEventRecord(a);
-          probe<<<n, 64, smem>>>(buf, per_block, stage, S, pieces, 0, u, sink, l2 ? per_block : 0);
+          probe<<<n * bps, 64, smem>>>(buf, per_block, stage, S, pieces, 0, u, sink, l2 ? per_block : 0);
           cudaEventRecord(b); CK(cudaEventSynchronize(b));
           float ms; cudaEventElapsedTime(&ms, a, b); if (ms < best) best = ms;
         }
         CK(cudaGetLastError());
-        const double gbs = double(n) * u * stage / (best * 1e-3) / 1e9;
-        printf("%3d %s %8.1f %7.1f %5.1f\n", n, l2 ? "L2 " : "HBM", gbs, gbs / n, gbs / n / 1.98);
+        const double gbs = double(n) * bps * u * stage / (best * 1e-3) / 1e9;
+        printf("%3d %d %s %8.1f %7.1f %5.1f\n", n, bps, l2 ? "L2 " : "HBM", gbs, gbs / n, gbs / n / 1.98);
       }
     }
     return 0;

@@ -12,17 +12,18 @@
 // units' included: each unit waits one DRAM latency however deep the ring is (kernels/gemm/NOTES.md:
 // ~1.6 us a unit at every N, 27 units a block on the 14336 x 4096 layer: 43 us, 0.93x cuBLAS at m = 64).
 // Here:
-//   - producer warps (one copying thread each: 4 for int4 at N = 64, else 1) fill the ring for the
-//     whole block: X's [N x 128] tile by TMA (a 2-d tensor map over X [m, k], two 64-column boxes that
-//     land 128-byte swizzled as wgmma reads them, tokens past m zero-filled by the hardware), each
-//     consumer warp's weight chunks of the unit by one 1-d bulk copy (they are contiguous: quant.h),
-//     int4's scales of the 128 rows by one more, 2:4's metadata by one per warp (256 bytes: its 16 rows'
-//     4 k32 steps); all of them complete on the stage's `full` mbarrier,
-//     whose byte count producer 0 sets. Why several producers: one thread's bulk copies issue one after
-//     another, ~120 cycles each (NOTES.md tma2: a stage of eight 1 KB copies from one thread a block
-//     streams 2.0 TB/s over the GPU, from two 3.05, one 8 KB copy 3.07); where that helps is measured
-//     (sim/kernels.h weight_only_tma_producers). The weight is read once: its copies carry an L2
-//     evict-first hint;
+//   - producer warps (one copying thread each, taking the units in turn: sim/kernels.h
+//     weight_only_tma_producers) fill the ring for the whole block: X's [N x 128] tile by TMA (a 2-d
+//     tensor map over X [m, k], two 64-column boxes that land 128-byte swizzled as wgmma reads them,
+//     tokens past m zero-filled by the hardware), the unit's weight by ONE box of a 3-d tensor map over
+//     the packed chunks ([n/16 row tiles][k/C chunks][512 bytes], quant.h: the box is the 8 row tiles'
+//     chunks of the group, landing warp after warp as the consumers read them; row tiles past n
+//     zero-filled), 2:4's metadata by one box of the same shape over its words, int4's scales of the 128
+//     rows by one bulk copy; all of them complete on the stage's `full` mbarrier. Why so few copies: one
+//     thread's copies are processed one after another, ~80 cycles each beside their bytes (NOTES.md tma2,
+//     tma3: a stage of eight 1 KB copies from one thread a block streams 2.0 TB/s over the GPU, one 8 KB
+//     copy 3.07); one copy per warp (11 a unit for int4) made that the int4 kernel's bound at m = 16.
+//     The weight is read once: its copies carry an L2 evict-first hint;
 //   - the copies land through the async proxy the tensor cores read from, so no proxy fence is needed
 //     before a wgmma reads X; a consumer waits on `full` and on nothing else;
 //   - each consumer warp releases the stage (`empty`, 8 arrivals) once its wgmma batch, which reads X
@@ -69,8 +70,9 @@ struct TmaTile {
   static constexpr int kMinBlocks = weight_only_tma_blocks_per_sm(N);
   static constexpr int kProducers = weight_only_tma_producers(F, N);  // producer warps, one copying thread each
   static constexpr int kThreads = kConsumers + 32 * kProducers;
-  static constexpr int kWarpBytes = kChunks * 512;                 // one warp's 16 rows of a unit
   static_assert(!kSparse || kSBytes == kConsumerWarps * kMetaWarpBytes, "2:4's side data is its warps' metadata");
+  // The bytes every unit's boxes land (boxes count whole, past-the-end rows included); int4's scales add theirs.
+  static constexpr uint32_t kStageTx = uint32_t(kXBytes + kWBytes + (kSparse ? kSBytes : 0));
   static_assert(kBarrierOffset + 1024 + 256 == kSmem, "sim/kernels.h's tile table and the kernel agree");
   static_assert(kStages >= 2 && kStages <= 8, "a stage in use, at least one in flight; 2 x 8 mbarriers in 128 bytes");
   static_assert(kXBytes % 1024 == 0, "every stage's X starts on the 1024-byte boundary the 128-byte swizzle needs");
@@ -88,6 +90,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
           shared_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar))
+      : "memory");
+}
+
+// One box of a 3-d tensor map at (c0, c1, c2), unswizzled, completing on `bar`, with an L2 eviction policy.
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4}], "
+      "[%5], %6;\n" ::"r"(shared_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(shared_addr(bar)), "l"(policy)
       : "memory");
 }
 
@@ -111,7 +123,8 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 
 template <WeightFormat F, int N>
 __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBlocks)
-    weight_only_tma_kernel(const __grid_constant__ WoSm90Params p, const __grid_constant__ CUtensorMap map_x) {
+    weight_only_tma_kernel(const __grid_constant__ WoSm90Params p, const __grid_constant__ CUtensorMap map_x,
+                           const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_m) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = TmaTile<F, N>;
   constexpr int S = T::kStages;
@@ -141,37 +154,26 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
   }
   __syncthreads();  // the last block-wide barrier
 
-  if (warp >= kConsumerWarps) {  // the producers: one copying thread a warp
+  if (warp >= kConsumerWarps) {  // the producers: one copying thread a warp, unit i to producer i mod P
     if (lane != 0) return;
     const int pr = warp - kConsumerWarps;
     const uint64_t policy = evict_first_policy();
-    int tile = u_begin / groups, grp = u_begin % groups;
 #pragma unroll 1
-    for (int i = 0; i < count; ++i) {
-      const int slot = i % S;
+    for (int i = pr; i < count; i += T::kProducers) {
+      const int slot = i % S, u = u_begin + i, tile = u / groups, grp = u % groups;
+      // (Round i / S of this slot is this producer's: no other can wait on the same phase.)
       if (i >= S) mbar_wait(&empty[slot], (i / S - 1) & 1);
       const int rows = min(kBlockRows, p.n - tile * kBlockRows);  // a multiple of 16: whole warps
-      if (pr == 0) {  // the stage's byte count, X's boxes, int4's scales
-        mbar_expect_tx(&full[slot], uint32_t(T::kXBytes) + uint32_t(rows / 16) * uint32_t(T::kWarpBytes + T::kMetaWarpBytes) +
-                                        (T::kInt4 ? uint32_t(rows) * 4 : 0u));
-        unsigned char* xd = xs + slot * T::kXBytes;
-        tma_load_2d(xd, &map_x, grp * kGroup, 0, &full[slot]);
-        tma_load_2d(xd + N * 128, &map_x, grp * kGroup + 64, 0, &full[slot]);
-        if constexpr (T::kInt4)
-          bulk_load(ss + slot * kBlockRows, static_cast<const uint32_t*>(p.scales) + int64_t(grp) * p.n + tile * kBlockRows,
-                    uint32_t(rows) * 4, &full[slot], policy);
-      }
-      // Consumer warp w's 16-row tile: its chunks of the group, contiguous; producer pr copies w = pr mod P.
-      // (A copy may complete before producer 0's expect_tx: the phase completes only with its arrival.)
-      for (int w = pr; w < rows / 16; w += T::kProducers) {
-        const int64_t chunk0 = int64_t(tile * kConsumerWarps + w) * (p.k / T::kCols) + grp * T::kChunks;
-        bulk_load(ws + (slot * kConsumerWarps + w) * T::kChunks * 32, p.w + chunk0 * 32, uint32_t(T::kWarpBytes),
-                  &full[slot], policy);
-        if constexpr (T::kSparse)  // its metadata: 16 words per chunk (k32 step), in the chunks' order
-          bulk_load(ss + (slot * kConsumerWarps + w) * T::kChunks * 16, p.meta + chunk0 * 16, uint32_t(T::kMetaWarpBytes),
-                    &full[slot], policy);
-      }
-      if (++grp == groups) grp = 0, ++tile;
+      mbar_expect_tx(&full[slot], T::kStageTx + (T::kInt4 ? uint32_t(rows) * 4 : 0u));
+      unsigned char* xd = xs + slot * T::kXBytes;
+      tma_load_2d(xd, &map_x, grp * kGroup, 0, &full[slot]);
+      tma_load_2d(xd + N * 128, &map_x, grp * kGroup + 64, 0, &full[slot]);
+      tma_load_3d(ws + slot * (T::kWBytes / 16), &map_w, 0, grp * T::kChunks, tile * kConsumerWarps, &full[slot], policy);
+      if constexpr (T::kSparse)
+        tma_load_3d(ss + slot * (T::kSBytes / 4), &map_m, 0, grp * T::kChunks, tile * kConsumerWarps, &full[slot], policy);
+      if constexpr (T::kInt4)
+        bulk_load(ss + slot * kBlockRows, static_cast<const uint32_t*>(p.scales) + int64_t(grp) * p.n + tile * kBlockRows,
+                  uint32_t(rows) * 4, &full[slot], policy);
     }
     return;
   }
@@ -241,7 +243,21 @@ void launch(WoSm90Params tp, cudaStream_t stream) {
   const uint32_t box[2] = {64, uint32_t(N)};
   const CUtensorMap map_x = make_tensor_map("linear (weight-only wgmma_tma)", tp.x, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
-  kernel<<<unsigned(tp.blocks), T::kThreads, T::kSmem, stream>>>(tp, map_x);
+  // The packed weight as [n/16 row tiles][k/C chunks][128 words]: a unit is the box of its 8 row tiles' chunks of
+  // the group (row tiles past n zero-filled); 2:4's metadata as [n/16][k/32][16 words], the same box.
+  const uint64_t chunks = uint64_t(tp.k / T::kCols), row_tiles = uint64_t(tp.n / 16);
+  const uint64_t wdims[3] = {128, chunks, row_tiles}, wstrides[2] = {512, chunks * 512};
+  const uint32_t wbox[3] = {128, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
+  const CUtensorMap map_w = make_tensor_map("linear (weight-only wgmma_tma)", tp.w, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3,
+                                            wdims, wstrides, wbox, CU_TENSOR_MAP_SWIZZLE_NONE);
+  CUtensorMap map_m = map_w;
+  if constexpr (T::kSparse) {
+    const uint64_t mdims[3] = {16, chunks, row_tiles}, mstrides[2] = {64, chunks * 64};
+    const uint32_t mbox[3] = {16, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
+    map_m = make_tensor_map("linear (weight-only wgmma_tma)", tp.meta, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, mdims, mstrides,
+                            mbox, CU_TENSOR_MAP_SWIZZLE_NONE);
+  }
+  kernel<<<unsigned(tp.blocks), T::kThreads, T::kSmem, stream>>>(tp, map_x, map_w, map_m);
   INFERLAB_CHECK_LAUNCH();
 }
 
