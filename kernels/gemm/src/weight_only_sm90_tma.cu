@@ -15,15 +15,16 @@
 //   - producer warps (one copying thread each, taking the units in turn: sim/kernels.h
 //     weight_only_tma_producers) fill the ring for the whole block: X's [N x 128] tile by TMA (a 2-d
 //     tensor map over X [m, k], two 64-column boxes that land 128-byte swizzled as wgmma reads them,
-//     tokens past m zero-filled by the hardware), the unit's weight by ONE box of a 3-d tensor map over
-//     the packed chunks ([n/16 row tiles][k/C chunks][512 bytes], quant.h: the box is the 8 row tiles'
-//     chunks of the group, landing warp after warp as the consumers read them; row tiles past n
-//     zero-filled), 2:4's metadata by one box of the same shape over its words, int4's scales of the 128
-//     rows by one bulk copy; all of them complete on the stage's `full` mbarrier. Why so few copies: one
-//     thread's copies are processed one after another, ~80 cycles each beside their bytes (NOTES.md tma2,
-//     tma3: a stage of eight 1 KB copies from one thread a block streams 2.0 TB/s over the GPU, one 8 KB
-//     copy 3.07); one copy per warp (11 a unit for int4) made that the int4 kernel's bound at m = 16.
-//     The weight is read once: its copies carry an L2 evict-first hint;
+//     tokens past m zero-filled by the hardware), the unit's weight by one bulk copy per consumer warp
+//     (its chunks of the group are contiguous: quant.h) or, for 2:4, by ONE box of a 3-d tensor map over
+//     the packed chunks ([n/16 row tiles][k/C chunks][512 bytes]: the box is the 8 row tiles' chunks of
+//     the group, landing warp after warp as the consumers read them, row tiles past n zero-filled) and its
+//     metadata by one more of the same shape over its words, int4's scales of the 128 rows by one bulk
+//     copy; all of them complete on the stage's `full` mbarrier. A thread's copies are processed one
+//     after another (NOTES.md tma2: a stage of eight 1 KB copies from one thread a block streams 2.0 TB/s
+//     over the GPU, one 8 KB copy 3.07); which layout of copies is faster is measured per format (tma3:
+//     the box took 2:4 from 18 copies a unit to 4 and 10% off its time; int4 at m = 16 was 17% slower
+//     with it). The weight is read once: its copies carry an L2 evict-first hint;
 //   - the copies land through the async proxy the tensor cores read from, so no proxy fence is needed
 //     before a wgmma reads X; a consumer waits on `full` and on nothing else;
 //   - each consumer warp releases the stage (`empty`, 8 arrivals) once its wgmma batch, which reads X
@@ -72,7 +73,9 @@ struct TmaTile {
   static constexpr int kThreads = kConsumers + 32 * kProducers;
   static_assert(!kSparse || kSBytes == kConsumerWarps * kMetaWarpBytes, "2:4's side data is its warps' metadata");
   // The bytes every unit's boxes land (boxes count whole, past-the-end rows included); int4's scales add theirs.
-  static constexpr uint32_t kStageTx = uint32_t(kXBytes + kWBytes + (kSparse ? kSBytes : 0));
+  // The weight as one box of the 3-d map (2:4), or a bulk copy per warp (int4, int8: measured faster, tma3).
+  static constexpr bool kWeightBox = weight_only_tma_weight_box(F);
+  static constexpr uint32_t kStageTx = uint32_t(kXBytes + (kWeightBox ? kWBytes : 0) + (kSparse ? kSBytes : 0));
   static_assert(kBarrierOffset + 1024 + 256 == kSmem, "sim/kernels.h's tile table and the kernel agree");
   static_assert(kStages >= 2 && kStages <= 8, "a stage in use, at least one in flight; 2 x 8 mbarriers in 128 bytes");
   static_assert(kXBytes % 1024 == 0, "every stage's X starts on the 1024-byte boundary the 128-byte swizzle needs");
@@ -164,11 +167,19 @@ __global__ void __launch_bounds__(TmaTile<F, N>::kThreads, TmaTile<F, N>::kMinBl
       // (Round i / S of this slot is this producer's: no other can wait on the same phase.)
       if (i >= S) mbar_wait(&empty[slot], (i / S - 1) & 1);
       const int rows = min(kBlockRows, p.n - tile * kBlockRows);  // a multiple of 16: whole warps
-      mbar_expect_tx(&full[slot], T::kStageTx + (T::kInt4 ? uint32_t(rows) * 4 : 0u));
+      mbar_expect_tx(&full[slot], T::kStageTx + (T::kWeightBox ? 0u : uint32_t(rows / 16) * uint32_t(T::kChunks) * 512) +
+                                      (T::kInt4 ? uint32_t(rows) * 4 : 0u));
       unsigned char* xd = xs + slot * T::kXBytes;
       tma_load_2d(xd, &map_x, grp * kGroup, 0, &full[slot]);
       tma_load_2d(xd + N * 128, &map_x, grp * kGroup + 64, 0, &full[slot]);
-      tma_load_3d(ws + slot * (T::kWBytes / 16), &map_w, 0, grp * T::kChunks, tile * kConsumerWarps, &full[slot], policy);
+      if constexpr (T::kWeightBox) {
+        tma_load_3d(ws + slot * (T::kWBytes / 16), &map_w, 0, grp * T::kChunks, tile * kConsumerWarps, &full[slot], policy);
+      } else {  // each warp's chunks of the group (contiguous) by one bulk copy; only the warps within n
+        for (int w = 0; w < rows / 16; ++w)
+          bulk_load(ws + (slot * kConsumerWarps + w) * T::kChunks * 32,
+                    p.w + (int64_t(tile * kConsumerWarps + w) * (p.k / T::kCols) + grp * T::kChunks) * 32,
+                    uint32_t(T::kChunks) * 512, &full[slot], policy);
+      }
       if constexpr (T::kSparse)
         tma_load_3d(ss + slot * (T::kSBytes / 4), &map_m, 0, grp * T::kChunks, tile * kConsumerWarps, &full[slot], policy);
       if constexpr (T::kInt4)
@@ -245,13 +256,17 @@ void launch(WoSm90Params tp, cudaStream_t stream) {
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
   // The packed weight as [n/16 row tiles][k/C chunks][128 words]: a unit is the box of its 8 row tiles' chunks of
   // the group (row tiles past n zero-filled); 2:4's metadata as [n/16][k/32][16 words], the same box.
-  const uint64_t chunks = uint64_t(tp.k / T::kCols), row_tiles = uint64_t(tp.n / 16);
-  const uint64_t wdims[3] = {128, chunks, row_tiles}, wstrides[2] = {512, chunks * 512};
-  const uint32_t wbox[3] = {128, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
-  const CUtensorMap map_w = make_tensor_map("linear (weight-only wgmma_tma)", tp.w, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3,
-                                            wdims, wstrides, wbox, CU_TENSOR_MAP_SWIZZLE_NONE);
-  CUtensorMap map_m = map_w;
+  // (Formats that copy per warp pass X's map in their place, unread.)
+  CUtensorMap map_w = map_x, map_m = map_x;
+  if constexpr (T::kWeightBox) {
+    const uint64_t chunks = uint64_t(tp.k / T::kCols), row_tiles = uint64_t(tp.n / 16);
+    const uint64_t wdims[3] = {128, chunks, row_tiles}, wstrides[2] = {512, chunks * 512};
+    const uint32_t wbox[3] = {128, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
+    map_w = make_tensor_map("linear (weight-only wgmma_tma)", tp.w, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, wdims, wstrides,
+                            wbox, CU_TENSOR_MAP_SWIZZLE_NONE);
+  }
   if constexpr (T::kSparse) {
+    const uint64_t chunks = uint64_t(tp.k / T::kCols), row_tiles = uint64_t(tp.n / 16);
     const uint64_t mdims[3] = {16, chunks, row_tiles}, mstrides[2] = {64, chunks * 64};
     const uint32_t mbox[3] = {16, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
     map_m = make_tensor_map("linear (weight-only wgmma_tma)", tp.meta, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, mdims, mstrides,

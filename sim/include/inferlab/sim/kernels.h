@@ -165,13 +165,21 @@ constexpr int64_t weight_only_wgmma_smem_bytes(bool int4, int tokens) {
 // one at N = 64; as many stages as fit the block's share of 227 KB less 1 KB of alignment and 256 bytes
 // of mbarriers, at most 8.
 constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 2 : 1; }
-// Its producer warps (one copying thread each, taking the units in turn): a thread's copies are processed one
-// after another (NOTES.md tma2, tma3), so where a unit's copies outlast its consumers' chain a second producer
-// overlaps the next unit's. Since a unit's weight is one box (tma3: 4 copies a unit for int4, 3 for int8, 4 for
-// 2:4, from 11, 10 and 18), 2 at 64 tokens (one block an SM), 1 below (two blocks an SM). Before (a copy per
-// warp): int4 at 64 tokens 4 producers (36.3 / 35.0 us against one's 41.5 / 40.4), int8 one, int4 at 16 one
-// (24.0 / 24.6 against two's 27.4 / 26.3).
-constexpr int weight_only_tma_producers(WeightFormat, int tokens) { return tokens == 64 ? 2 : 1; }
+// Its producer warps (one copying thread each, taking the units in turn: a thread's copies are processed one after
+// another, NOTES.md tma2, so a second producer overlaps the next unit's copies). Measured on the H100 (bench_gemm,
+// 14336 x 4096 / 4096 x 14336): int4 at 64 tokens 4 (36.3 / 35.0 us against one's 41.5 / 40.4, copies split
+// among them by warp then); int8 at 64 one (43.4 / 41.7 against two's 44.9 / 44.9); 2:4 at 64 two (38.8 / 40.5 us,
+// its weight one box, tma3); at 16 and 32 tokens, two blocks an SM, one (int4 m = 16 24.0 / 24.6 against two's
+// 27.4 / 26.3).
+constexpr int weight_only_tma_producers(WeightFormat f, int tokens) {
+  return tokens != 64 ? 1 : f == WeightFormat::int4 ? 4 : f == WeightFormat::sparse24 ? 2 : 1;
+}
+// Whether a unit's weight lands as one box of a 3-d tensor map (the 8 row tiles' chunks of the group) or as one
+// bulk copy per warp. Measured on the H100 (bench_gemm, tma3, us, 14336 x 4096 / 4096 x 14336, box against per
+// warp): 2:4 (its metadata a box too: 4 copies a unit against 18) m = 16 33.5 / 33.8 against 37.9 / 37.5, m = 64
+// 38.8 / 40.5 against 43.0 / 45.8; int4 m = 16 28.2 / 27.2 against 24.0 / 24.3, m = 32 32.1 / 30.6 against 28.6 /
+// 28.7 (why one 8 KB box is slower than eight 1 KB copies there is not known).
+constexpr bool weight_only_tma_weight_box(WeightFormat f) { return f == WeightFormat::sparse24; }
 // Its grid: at most one block per this many units where the units are few (a block's fill and its
 // write-out's atomics, fence, counter and read-back amortized over several units). Measured on the H100
 // (bench_gemm, int8 / int4, us) against 1, 2 and 8: 1024 x 4096 at m = 16, 32, 64: 10.7 / 10.1, 12.2 / 11.8,
