@@ -257,21 +257,16 @@ void launch(WoSm90Params tp, cudaStream_t stream) {
   // The packed weight as [n/16 row tiles][k/C chunks][128 words]: a unit is the box of its 8 row tiles' chunks of
   // the group (row tiles past n zero-filled); 2:4's metadata as [n/16][k/32][16 words], the same box.
   // (Formats that copy per warp pass X's map in their place, unread.)
+  auto chunk_map = [&](const void* base, uint32_t words) {  // words per chunk: 128 (values), 16 (metadata)
+    const uint64_t chunks = uint64_t(tp.k / T::kCols), row_tiles = uint64_t(tp.n / 16);
+    const uint64_t d[3] = {words, chunks, row_tiles}, st[2] = {words * 4ull, chunks * words * 4ull};
+    const uint32_t b[3] = {words, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
+    return make_tensor_map("linear (weight-only wgmma_tma)", base, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, d, st, b,
+                           CU_TENSOR_MAP_SWIZZLE_NONE);
+  };
   CUtensorMap map_w = map_x, map_m = map_x;
-  if constexpr (T::kWeightBox) {
-    const uint64_t chunks = uint64_t(tp.k / T::kCols), row_tiles = uint64_t(tp.n / 16);
-    const uint64_t wdims[3] = {128, chunks, row_tiles}, wstrides[2] = {512, chunks * 512};
-    const uint32_t wbox[3] = {128, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
-    map_w = make_tensor_map("linear (weight-only wgmma_tma)", tp.w, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, wdims, wstrides,
-                            wbox, CU_TENSOR_MAP_SWIZZLE_NONE);
-  }
-  if constexpr (T::kSparse) {
-    const uint64_t chunks = uint64_t(tp.k / T::kCols), row_tiles = uint64_t(tp.n / 16);
-    const uint64_t mdims[3] = {16, chunks, row_tiles}, mstrides[2] = {64, chunks * 64};
-    const uint32_t mbox[3] = {16, uint32_t(T::kChunks), uint32_t(kConsumerWarps)};
-    map_m = make_tensor_map("linear (weight-only wgmma_tma)", tp.meta, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, mdims, mstrides,
-                            mbox, CU_TENSOR_MAP_SWIZZLE_NONE);
-  }
+  if constexpr (T::kWeightBox) map_w = chunk_map(tp.w, 128);
+  if constexpr (T::kSparse) map_m = chunk_map(tp.meta, 16);
   kernel<<<unsigned(tp.blocks), T::kThreads, T::kSmem, stream>>>(tp, map_x, map_w, map_m);
   INFERLAB_CHECK_LAUNCH();
 }
