@@ -464,7 +464,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.tokens = weight_only_wgmma_tokens(m);
     plan.blocks_per_sm = tma ? weight_only_tma_blocks_per_sm(plan.tokens) : weight_only_wgmma_blocks_per_sm(plan.tokens);
     plan.stages = tma ? weight_only_tma_stages(f, plan.tokens)
-                      : weight_only_wgmma_stages(f == WeightFormat::int4, plan.tokens);
+                      : weight_only_wgmma_stages(f, plan.tokens);
     plan.units = plan.row_tiles * (k / 128);
     plan.ctas = std::min<int64_t>(plan.units, sm_count * plan.blocks_per_sm);
     if (tma) plan.ctas = std::min<int64_t>(plan.ctas, std::max<int64_t>(1, plan.units / weight_only_tma_min_units));

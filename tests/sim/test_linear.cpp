@@ -312,7 +312,7 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(p16.ctas, 264);
   EXPECT_EQ(p16.stages, weight_only_tma_stages(WeightFormat::int4, 16));
   // 2:4's stage: X, 16 KB of kept values and 2 KB of metadata; 6 fit one block at 64 tokens.
-  EXPECT_EQ(weight_only_tma_stage_bytes(WeightFormat::sparse24, 64), 64 * 256 + 16384 + 2048);
+  EXPECT_EQ(weight_only_stage_bytes(WeightFormat::sparse24, 64), 64 * 256 + 16384 + 2048);
   EXPECT_EQ(plan_weight_only(WeightFormat::sparse24, 64, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma).stages, 6);
   EXPECT_EQ(plan_weight_only(WeightFormat::int8, 64, 14336, 4096, 132, WeightOnlyKernel::wgmma_tma).blocks_per_sm, 1);
   // Few units (1024 x 4096: 8 tiles x 32 groups): a block takes at least weight_only_tma_min_units of them.

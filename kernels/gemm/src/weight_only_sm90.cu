@@ -54,12 +54,12 @@ struct WgTile {
   static constexpr bool kInt4 = F == WeightFormat::int4;
   static constexpr int kCols = kInt4 ? 64 : 32;   // weight columns per 512-byte chunk (quant.h)
   static constexpr int kChunks = kGroup / kCols;  // one warp's chunks per unit
-  static constexpr int kStages = weight_only_wgmma_stages(kInt4, N);
+  static constexpr int kStages = weight_only_wgmma_stages(F, N);
   static constexpr int kAhead = kStages - 1;      // units in flight (the stage in use holds the other)
   static constexpr int kXBytes = N * kGroup * 2;
   static constexpr int kWBytes = kWarps * kChunks * 512;
   static constexpr int kSBytes = kInt4 ? kBlockRows * 4 : 0;
-  static constexpr int kSmem = int(weight_only_wgmma_smem_bytes(kInt4, N));
+  static constexpr int kSmem = int(weight_only_wgmma_smem_bytes(F, N));
   static constexpr int kMinBlocks = weight_only_wgmma_blocks_per_sm(N);
   static_assert(kStages * (kXBytes + kWBytes + kSBytes) + 1024 == kSmem, "sim/kernels.h's tile table and the kernel agree");
   static_assert(kStages >= 2, "one stage in use, one at least in flight");

@@ -65,7 +65,7 @@ struct TmaTile {
   static constexpr int kXBytes = N * kGroup * 2;
   static constexpr int kWBytes = kConsumerWarps * kChunks * 512;
   static constexpr int kMetaWarpBytes = kSparse ? kChunks * 64 : 0;  // 2:4: a warp's 16 words a k32 step
-  static constexpr int kSBytes = int(weight_only_tma_side_bytes(F));  // int4's scales or 2:4's metadata
+  static constexpr int kSBytes = int(weight_only_side_bytes(F));  // int4's scales or 2:4's metadata
   static constexpr int kBarrierOffset = kStages * (kXBytes + kWBytes + kSBytes);
   static constexpr int kSmem = int(weight_only_tma_smem_bytes(F, N));
   static constexpr int kMinBlocks = weight_only_tma_blocks_per_sm(N);

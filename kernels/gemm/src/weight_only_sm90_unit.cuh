@@ -122,47 +122,52 @@ __device__ __forceinline__ void dequant_unit(const uint4* wl, const uint32_t* sr
   }
 }
 
-// The unit's 8 k16 steps into grp_acc (the first overwrites it), B = X's stage (ds: its descriptor, two
-// 64-column atoms of N rows: step ks at atom ks / 4, byte 32 (ks % 4) of each row), waited for (wait_group
-// 0: a batch kept in flight across the loop serializes every wgmma, kernels/gemm/NOTES.md).
-template <int N>
-__device__ __forceinline__ void mma_unit(uint32_t (&a)[8][4], uint64_t ds, float (&grp_acc)[N / 2]) {
-  uint64_t bd[8];
+// A unit's K wgmma steps into grp_acc, B = X's stage (ds: its descriptor, two 64-column atoms of N rows; a step
+// covers 128 / K columns, 256 / K bytes of each row, so step ks starts at byte o = ks·256 / K of the group: atom
+// o / 128, byte o % 128), issued by `products` (the first overwriting grp_acc) and waited for (wait_group 0: a
+// batch kept in flight across the loop serializes every wgmma, kernels/gemm/NOTES.md).
+template <int N, int K, class Products>
+__device__ __forceinline__ void unit_batch(uint32_t (&a)[K][4], uint64_t ds, float (&grp_acc)[N / 2], Products products) {
+  uint64_t bd[K];
 #pragma unroll
-  for (int ks = 0; ks < 8; ++ks) bd[ks] = ds + uint64_t(((ks / 4) * (N * 128) + (ks % 4) * 32) / 16);
+  for (int ks = 0; ks < K; ++ks) {
+    const int o = ks * (256 / K);
+    bd[ks] = ds + uint64_t(((o / 128) * (N * 128) + o % 128) / 16);
+  }
   wgmma_rs::pin(a, bd);
   wgmma_rs::fence();
-  wgmma_rs::bf16<N, 0>(grp_acc, a[0], bd[0]);
-#pragma unroll
-  for (int ks = 1; ks < 8; ++ks) wgmma_rs::bf16<N, 1>(grp_acc, a[ks], bd[ks]);
+  products(bd);
   wgmma_rs::commit();
   wgmma_rs::wait<0>();
   wgmma_rs::keep(a);
   wgmma_rs::fence_operand(grp_acc);
 }
 
+// int4, int8: the unit's 8 k16 steps of wgmma on the dequantized fragments.
+template <int N>
+__device__ __forceinline__ void mma_unit(uint32_t (&a)[8][4], uint64_t ds, float (&grp_acc)[N / 2]) {
+  unit_batch<N>(a, ds, grp_acc, [&](const uint64_t (&bd)[8]) {
+    wgmma_rs::bf16<N, 0>(grp_acc, a[0], bd[0]);
+#pragma unroll
+    for (int ks = 1; ks < 8; ++ks) wgmma_rs::bf16<N, 1>(grp_acc, a[ks], bd[ks]);
+  });
+}
+
 // 2:4 (wgmma_tma only): the unit's 4 k32 steps of wgmma.sp, A the compressed fragments as stored (quant.h:
-// this lane's 16 bytes of each of its warp's 4 chunks, no conversion), e the metadata word of each step; B
-// step j at atom j / 2, byte 64 (j % 2) of each row. As mma_unit otherwise.
+// this lane's 16 bytes of each of its warp's 4 chunks, no conversion), e the metadata word of each step, pinned
+// before the batch and kept to its wait as the fragments are.
 template <int N>
 __device__ __forceinline__ void mma_unit_sparse(uint32_t (&a)[4][4], uint32_t (&e)[4], uint64_t ds,
                                                 float (&grp_acc)[N / 2]) {
-  uint64_t bd[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) bd[j] = ds + uint64_t(((j / 2) * (N * 128) + (j % 2) * 64) / 16);
-  wgmma_rs::pin(a, bd);
 #pragma unroll
   for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(e[j])::"memory");
-  wgmma_rs::fence();
-  wgmma_rs::sp_bf16<N, 0>(grp_acc, a[0], bd[0], e[0]);
+  unit_batch<N>(a, ds, grp_acc, [&](const uint64_t (&bd)[4]) {
+    wgmma_rs::sp_bf16<N, 0>(grp_acc, a[0], bd[0], e[0]);
 #pragma unroll
-  for (int j = 1; j < 4; ++j) wgmma_rs::sp_bf16<N, 1>(grp_acc, a[j], bd[j], e[j]);
-  wgmma_rs::commit();
-  wgmma_rs::wait<0>();
-  wgmma_rs::keep(a);
+    for (int j = 1; j < 4; ++j) wgmma_rs::sp_bf16<N, 1>(grp_acc, a[j], bd[j], e[j]);
+  });
 #pragma unroll
   for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(e[j]) : "memory");
-  wgmma_rs::fence_operand(grp_acc);
 }
 
 // acc[4i + e] = rows (g, g + 8) (e / 2) x tokens 8i + 2t + e % 2 (the wgmma accumulator layout).

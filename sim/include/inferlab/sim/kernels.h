@@ -148,16 +148,22 @@ int64_t wgmma_from_tokens(WeightFormat f);  // 17 for int8 and sparse24, 9 for i
 // 128 x 128 values, int4's scales) as fit that many blocks, at most 8 (7 units in flight a block).
 constexpr int weight_only_wgmma_tokens(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 constexpr int weight_only_wgmma_blocks_per_sm(int tokens) { return tokens <= 32 ? 2 : 1; }
-constexpr int64_t weight_only_wgmma_stage_bytes(bool int4, int tokens) {
-  return int64_t(tokens) * 128 * 2 + (int4 ? 128 * 128 / 2 + 128 * 4 : 128 * 128);
+// A stage (both Hopper rungs): X [N x 128] bf16, the unit's packed weight (int4 8 KB, int8 16 KB, sparse24 16 KB
+// of kept values) and its side data (int4's scales of the 128 rows, 512 bytes; sparse24's metadata, 8 warps x 4
+// k32 steps x 64 bytes = 2 KB).
+constexpr int64_t weight_only_side_bytes(WeightFormat f) {
+  return f == WeightFormat::int4 ? 128 * 4 : f == WeightFormat::sparse24 ? 8 * 4 * 64 : 0;
 }
-constexpr int weight_only_wgmma_stages(bool int4, int tokens) {
+constexpr int64_t weight_only_stage_bytes(WeightFormat f, int tokens) {
+  return int64_t(tokens) * 128 * 2 + (f == WeightFormat::int4 ? 128 * 128 / 2 : 128 * 128) + weight_only_side_bytes(f);
+}
+constexpr int weight_only_wgmma_stages(WeightFormat f, int tokens) {
   const int64_t budget = (227 << 10) / weight_only_wgmma_blocks_per_sm(tokens) - (2 << 10);  // 1 KB alignment, 1 reserved
-  const int64_t fit = budget / weight_only_wgmma_stage_bytes(int4, tokens);
+  const int64_t fit = budget / weight_only_stage_bytes(f, tokens);
   return int(fit < 8 ? fit : 8);
 }
-constexpr int64_t weight_only_wgmma_smem_bytes(bool int4, int tokens) {
-  return weight_only_wgmma_stages(int4, tokens) * weight_only_wgmma_stage_bytes(int4, tokens) + 1024;
+constexpr int64_t weight_only_wgmma_smem_bytes(WeightFormat f, int tokens) {
+  return weight_only_wgmma_stages(f, tokens) * weight_only_stage_bytes(f, tokens) + 1024;
 }
 // The wgmma_tma kernel: the same units and stages (a stage per unit); blocks of 8 consumer warps and a
 // producer warp, two an SM where the registers allow (N = 16 and 32: the consumers' dequantization and
@@ -187,22 +193,13 @@ constexpr bool weight_only_tma_weight_box(WeightFormat f) { return f == WeightFo
 // 4096 x 4096: 15.4 / 12.7, 18.2 / 15.3, 22.6 / 20.6 (one: 17.5 / 13.7, 21.6 / 17.5, 22.9 / 20.7; 8 is 5-10%
 // faster at m = 32-64 there, 20-30% slower on 1024 x 4096). The MLP shapes (27 units a block) are unaffected.
 constexpr int64_t weight_only_tma_min_units = 4;
-// A stage: X [N x 128] bf16, the unit's packed weight (int4 8 KB, int8 16 KB, sparse24 16 KB of kept values)
-// and its side data (int4's scales of the 128 rows, 512 bytes; sparse24's metadata, 8 warps x 4 k32 steps x
-// 64 bytes = 2 KB).
-constexpr int64_t weight_only_tma_side_bytes(WeightFormat f) {
-  return f == WeightFormat::int4 ? 128 * 4 : f == WeightFormat::sparse24 ? 8 * 4 * 64 : 0;
-}
-constexpr int64_t weight_only_tma_stage_bytes(WeightFormat f, int tokens) {
-  return int64_t(tokens) * 128 * 2 + (f == WeightFormat::int4 ? 128 * 128 / 2 : 128 * 128) + weight_only_tma_side_bytes(f);
-}
 constexpr int weight_only_tma_stages(WeightFormat f, int tokens) {
   const int64_t fit =
-      ((227 << 10) / weight_only_tma_blocks_per_sm(tokens) - 1024 - 256) / weight_only_tma_stage_bytes(f, tokens);
+      ((227 << 10) / weight_only_tma_blocks_per_sm(tokens) - 1024 - 256) / weight_only_stage_bytes(f, tokens);
   return int(fit < 8 ? fit : 8);
 }
 constexpr int64_t weight_only_tma_smem_bytes(WeightFormat f, int tokens) {
-  return weight_only_tma_stages(f, tokens) * weight_only_tma_stage_bytes(f, tokens) + 1024 + 256;
+  return weight_only_tma_stages(f, tokens) * weight_only_stage_bytes(f, tokens) + 1024 + 256;
 }
 
 // The weight-only kernels' plan (kernels/gemm uses it, the model charges the same grid).
