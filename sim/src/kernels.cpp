@@ -35,10 +35,17 @@ constexpr LoopCounts kOverlapD128{16, 66, 228, 82, 32, 4, 106, 37};
 constexpr LoopCounts kOverlapD128Causal{16, 66, 228, 83, 32, 4, 108, 39};
 constexpr LoopCounts kOverlapD64{12, 66, 196, 90, 32, 4, 94, 26};
 constexpr LoopCounts kOverlapD64Causal{12, 66, 196, 93, 32, 4, 94, 28};
+// Head dims 96 (3020 / causal 3470; 128 keys, 6 k-steps of Q K^T, P V as n64 + n32) and 256 (30d0 / 33b0;
+// 64 keys a tile, sim/kernels.h flash_overlap_block_n).
+constexpr LoopCounts kOverlapD96{22, 66, 212, 82, 32, 4, 141, 33};
+constexpr LoopCounts kOverlapD96Causal{22, 66, 212, 91, 32, 4, 152, 32};
+constexpr LoopCounts kOverlapD256{20, 34, 212, 50, 16, 4, 126, 54};
+constexpr LoopCounts kOverlapD256Causal{20, 34, 212, 51, 16, 4, 129, 56};
 // Its chain per tile for one warp (scripts/sass-chain.py, same loop, --warpgroups 2: a warpgroup's
 // products share the tensor cores with the other's): SM cycles.
 constexpr double kOverlapChainD128 = 3196, kOverlapChainD128Causal = 3189, kOverlapChainD64 = 2024,
-                 kOverlapChainD64Causal = 1994;
+                 kOverlapChainD64Causal = 1994, kOverlapChainD96 = 2628, kOverlapChainD96Causal = 2612,
+                 kOverlapChainD256 = 2897, kOverlapChainD256Causal = 2933;
 // attention/decode (inferlab_kernels.dir/attention/src/decode.cu.o, head dim 128, 8 or 4 warps
 // alike): one 16-token K/V tile for one warp; MT = m16 tiles of query heads (1: up to 16, 2: 32).
 constexpr LoopCounts kDecodeMt1{32, 10, 88, 353, 4, 43, 6, 17};
@@ -203,8 +210,10 @@ namespace {
 // The persistent flash kernels' work items: (query block of 128 rows, batch x head).
 int64_t flash_items(const AttentionShape& s) { return ceil_div(s.new_tokens, int64_t(128)) * s.batch * s.heads; }
 
-KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
-  constexpr int64_t BM = 128, BN = 128;
+// K/V tiles of bn keys over all items (query blocks of 128 rows) of the shape, each counted twice: two
+// consumer warpgroups an item tile. Causal items stop at their last row's diagonal.
+double flash_wg_tiles(const AttentionShape& s, int64_t bn) {
+  constexpr int64_t BM = 128;
   const int64_t m_blocks = ceil_div(s.new_tokens, BM);
   const int64_t seq_k = s.past_tokens + s.new_tokens;
   const int64_t offset = seq_k - s.new_tokens;
@@ -212,10 +221,14 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   for (int64_t mb = 0; mb < m_blocks; ++mb) {
     int64_t end = seq_k;
     if (s.causal) end = std::min(seq_k, (mb + 1) * BM + offset);
-    tiles += double(end > 0 ? ceil_div(end, BN) : 0);
+    tiles += double(end > 0 ? ceil_div(end, bn) : 0);
   }
-  const double bh = double(s.batch * s.heads);
-  const double wg_tiles = 2.0 * tiles * bh;  // two consumer warpgroups per item tile
+  return 2.0 * tiles * double(s.batch * s.heads);
+}
+
+KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
+  constexpr int64_t BN = 128;
+  const double wg_tiles = flash_wg_tiles(s, BN);
   const LoopCounts& c = s.head_dim <= 64 ? (s.causal ? kFlashD64Causal : kFlashD64)
                                          : (s.causal ? kFlashD128Causal : kFlashD128);
   KernelLaunch k;
@@ -243,14 +256,29 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
 // and its softmax, which the SASS places after the wait for both products (ptxas sinks every
 // exponential below WARPGROUP.DEPBAR.LE gsb0, 0x0: kernels/attention/NOTES.md). A CTA's time is its
 // item tiles one after another at that chain (sass-chain.py), or the SM's pipes if they take longer.
+// The tile loop of the overlapped kernel at a head dim it has; a head dim it does not have (a model's, in the
+// analytic tables) is charged as the next larger one it has.
+struct OverlapLoop {
+  const LoopCounts* counts;
+  double chain;
+  int64_t head_dim;  // the kernel's
+};
+OverlapLoop overlap_loop(int64_t head_dim, bool causal) {
+  if (head_dim <= 64) return {causal ? &kOverlapD64Causal : &kOverlapD64, causal ? kOverlapChainD64Causal : kOverlapChainD64, 64};
+  if (head_dim <= 96) return {causal ? &kOverlapD96Causal : &kOverlapD96, causal ? kOverlapChainD96Causal : kOverlapChainD96, 96};
+  if (head_dim <= 128)
+    return {causal ? &kOverlapD128Causal : &kOverlapD128, causal ? kOverlapChainD128Causal : kOverlapChainD128, 128};
+  return {causal ? &kOverlapD256Causal : &kOverlapD256, causal ? kOverlapChainD256Causal : kOverlapChainD256, 256};
+}
+
 KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const Hardware& hw) {
   KernelLaunch k = flash_sm90(s, dtype, hw);
-  const bool d64 = s.head_dim <= 64;
-  const LoopCounts& c = d64 ? (s.causal ? kOverlapD64Causal : kOverlapD64) : (s.causal ? kOverlapD128Causal : kOverlapD128);
-  const double chain = d64 ? (s.causal ? kOverlapChainD64Causal : kOverlapChainD64)
-                           : (s.causal ? kOverlapChainD128Causal : kOverlapChainD128);
-  const double tensor_flops = k.work.tensor_flops;
-  const double wg_tiles = tensor_flops / (4.0 * 64.0 * 128.0 * double(s.head_dim));
+  const OverlapLoop loop = overlap_loop(s.head_dim, s.causal);
+  const LoopCounts& c = *loop.counts;
+  const double chain = loop.chain;
+  const int64_t bn = flash_overlap_block_n(loop.head_dim);  // sim/kernels.h: 64 keys at 256, else 128
+  const double wg_tiles = flash_wg_tiles(s, bn);
+  const double tensor_flops = wg_tiles * 4.0 * 64.0 * double(bn) * double(s.head_dim);
   k.kernel = "flash_fwd_overlap_kernel";
   k.composition = Composition::overlapped;
   k.work = work_of(c, 128.0 * wg_tiles);

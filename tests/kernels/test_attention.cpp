@@ -168,14 +168,21 @@ TEST(AttentionGpu, FixedEdgeShapes) {
   for (const auto& c : cases) run(c, rng);
 }
 
+// Whether this GPU's automatic flash rung is the overlapped kernel (the one with head dims 96 and 256).
+bool automatic_is_overlapped() { return resolve_flash_kernel(FlashOptions{}) == FlashKernel::overlapped; }
+
 TEST(AttentionGpu, FreshRandomShapes) {
   REQUIRE_GPU();
   auto rng = seeded_rng();
   std::uniform_int_distribution<int> len(1, 400), coin(0, 1), pick(0, 3);
+  // Head dims the automatic rung runs here: 96 and 256 on the overlapped kernel only.
+  const std::vector<int64_t> dims =
+      automatic_is_overlapped() ? std::vector<int64_t>{64, 96, 128, 256} : std::vector<int64_t>{64, 128};
+  std::uniform_int_distribution<std::size_t> dim(0, dims.size() - 1);
   for (int trial = 0; trial < 24; ++trial) {
     Case c;
     c.dtype = coin(rng) ? DType::bf16 : DType::fp16;
-    c.head_dim = coin(rng) ? 128 : 64;
+    c.head_dim = dims[dim(rng)];
     c.heads = 8;
     const int64_t ratios[] = {1, 4, 8, 2};  // query heads per KV head: MHA, GQA-2, MQA, GQA-4
     c.kv_heads = c.heads / ratios[pick(rng)];
@@ -230,6 +237,25 @@ TEST(AttentionGpu, EveryFlashRungMatchesTheReference) {
       c.flash = f;
       run(c, rng);
     }
+}
+
+// Head dims 96 and 256 on the overlapped kernel (its own tiles: 96 stored as two 64-column atoms, the second
+// half zero-filled by the TMA; 256 with 64-key tiles and one Q buffer), whole grid and squeezed to 3 CTAs
+// (every CTA takes many items, so the single Q buffer is refilled across items): partial tiles, s_q < s_k,
+// s_q > s_k causal (items with no key tile), many key tiles, MQA and GQA, both dtypes. The naive variant runs
+// the same cases (run_case), so its cuBLAS path is checked at these head dims too.
+TEST(AttentionGpu, OverlappedKernelHeadDims96And256) {
+  REQUIRE_GPU();
+  if (!automatic_is_overlapped()) GTEST_SKIP() << "the overlapped flash kernel needs compute capability 9.0";
+  auto rng = seeded_rng();
+  for (int64_t d : {96, 256})
+    for (int ctas : {0, 3})
+      for (Case c : {Case{DType::bf16, 2, 8, 2, 200, 200, d, true}, Case{DType::fp16, 1, 4, 4, 77, 301, d, false},
+                     Case{DType::bf16, 1, 4, 2, 300, 100, d, true}, Case{DType::fp16, 1, 4, 1, 1031, 1031, d, true},
+                     Case{DType::bf16, 1, 2, 1, 1, 1, d, false}}) {
+        c.flash = FlashOptions{FlashKernel::overlapped, MmaTile::planned, ctas};
+        run(c, rng);
+      }
 }
 
 // Two streams launching the persistent kernel at once: each launch has its own work counter, so both
@@ -301,6 +327,13 @@ TEST(AttentionGpu, FlashRungsRefuseWhatTheyCannotRun) {
     p.flash = FlashOptions{FlashKernel::automatic, MmaTile::bm64_bn64_w4, 0};
     EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("needs the mma kernel"),
               std::string::npos);
+    p.head_dim = 96;  // the overlapped kernel's head dim only
+    for (FlashKernel k : {FlashKernel::mma, FlashKernel::wgmma}) {
+      p.flash = FlashOptions{k, MmaTile::planned, 0};
+      EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("overlapped kernel only"),
+                std::string::npos);
+    }
+    p.head_dim = 128;
     p.flash = FlashOptions{FlashKernel::overlapped, MmaTile::planned, 0};
     p.q = static_cast<const char*>(p.q) + 2;  // TMA reads 16-byte aligned rows only
     EXPECT_NE(error_of([&] { attention_forward(p, AttentionVariant::flash, nullptr); }).find("16-byte aligned"),
@@ -324,8 +357,10 @@ TEST(Attention, BadShapesAreRejectedBeforeLaunch) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  p.head_dim = 96;
-  expect("unsupported head dim 96");
+  p.head_dim = 80;
+  expect("unsupported head dim 80");
+  p.head_dim = 192;
+  expect("unsupported head dim 192");
   p.head_dim = 128;
   p.dtype = DType::fp32;
   expect("unsupported dtype fp32");

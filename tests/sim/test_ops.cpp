@@ -4,6 +4,7 @@
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
+#include "inferlab/sim/kernels.h"
 #include "inferlab/sim/model.h"
 #include "inferlab/sim/ops.h"
 #include "inferlab/sim/roofline.h"
@@ -250,6 +251,38 @@ TEST(Ops, DecodeCostOfLayoutsAndSplits) {
   EXPECT_NEAR(split.ai(), 4.0, 0.05);
   a.splits = 0;
   EXPECT_THROW(attention_cost(a, AttentionVariant::flash, DType::bf16, DType::bf16), Error);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// The overlapped flash kernel's tiles by head dim (sim/kernels.h, the kernel builds from the same table): the
+// tensor work counts padded key tiles of 128 keys, 64 at head dim 256, so a 40-key sequence pads to 128 keys
+// at 64, 96 and 128 and to 64 at 256; a head dim the kernel does not have is charged as the next it has.
+TEST(Ops, OverlappedFlashTilesFollowTheTileTable) {
+  static_assert(flash_overlap_block_n(256) == 64 && flash_overlap_block_n(128) == 128 && flash_overlap_block_n(96) == 128);
+  static_assert(flash_overlap_stored_columns(96) == 128 && flash_overlap_q_buffers(256) == 1);
+  const Hardware hw = load_hardware("h100-sxm-80gb");
+  AttentionShape a;
+  a.batch = 1;
+  a.heads = 4;
+  a.kv_heads = 4;
+  a.new_tokens = 40;
+  for (int64_t d : {64, 96, 128, 256}) {
+    a.head_dim = d;
+    const auto ks = attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw);
+    ASSERT_EQ(ks.size(), 1u);
+    EXPECT_EQ(ks[0].kernel, "flash_fwd_overlap_kernel");
+    const double keys = d == 256 ? 64 : 128;  // one padded tile, two consumer warpgroups of 64 rows
+    EXPECT_DOUBLE_EQ(ks[0].work.tensor_flops, 4.0 * 2 * 4.0 * 64 * keys * double(d)) << "head dim " << d;
+  }
+  a.head_dim = 80;  // charged as 96's loop: the same per-tile instruction counts
+  const double fp32_80 = attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw)[0].work.fp32;
+  a.head_dim = 96;
+  EXPECT_DOUBLE_EQ(fp32_80, attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw)[0].work.fp32);
 }
 
 }  // namespace

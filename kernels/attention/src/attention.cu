@@ -19,6 +19,7 @@
 #include "inferlab/kernels/common/dtype_traits.h"
 #include "inferlab/kernels/common/nvtx.h"
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/kernels.h"
 
 namespace inferlab {
 namespace {
@@ -143,8 +144,10 @@ void naive_forward(const AttentionParams& p, cudaStream_t stream) {
 void validate_shape(const AttentionParams& p, AttentionVariant variant) {
   if (p.dtype != DType::bf16 && p.dtype != DType::fp16)
     throw Error("attention: unsupported dtype " + dtype_name(p.dtype) + " (supported: bf16, fp16)");
-  if (p.head_dim != 64 && p.head_dim != 128)
-    throw Error("attention: unsupported head dim " + std::to_string(p.head_dim) + " (supported: 64, 128)");
+  // The overlapped flash kernel's head dims (naive runs any of them; the other flash rungs have 64 and
+  // 128, flash_fwd.cu check_options says so).
+  if (!flash_overlap_head_dim_supported(p.head_dim))
+    throw Error("attention: unsupported head dim " + std::to_string(p.head_dim) + " (supported: 64, 96, 128, 256)");
   if (p.batch <= 0 || p.heads <= 0 || p.kv_heads <= 0 || p.seq_q <= 0 || p.seq_k <= 0)
     throw Error("attention: batch, heads, kv_heads, seq_q and seq_k must be positive");
   if (p.heads % p.kv_heads != 0)

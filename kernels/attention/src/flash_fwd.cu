@@ -301,6 +301,10 @@ void check_options(const FlashOptions& o, int64_t head_dim, FlashKernel resolved
   if (o.mma_tile != MmaTile::planned && resolved != FlashKernel::mma)
     throw Error(std::string("attention/flash: mma tile ") + mma_tile_name(o.mma_tile) +
                 " needs the mma kernel (this launch runs " + flash_kernel_name(resolved) + ")");
+  if ((head_dim != 64 && head_dim != 128) && resolved != FlashKernel::overlapped)
+    throw Error("attention/flash: head dim " + std::to_string(head_dim) +
+                " runs on the overlapped kernel only (dense attention, compute capability 9.0); the " +
+                flash_kernel_name(resolved) + " kernel has head dims 64 and 128");
   if (o.mma_tile != MmaTile::planned && head_dim != 128)
     throw Error(std::string("attention/flash: mma tile ") + mma_tile_name(o.mma_tile) + " is a head-dim-128 tile (head dim " +
                 std::to_string(head_dim) + ")");

@@ -35,13 +35,18 @@
 #include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/kernels/common/tensor_map.h"
 #include "inferlab/sim/error.h"
+#include "inferlab/sim/kernels.h"
 
 namespace inferlab {
 namespace {
 
-template <int D_, int BN_>
+// The tile by head dim: sim/kernels.h's table (flash_overlap_*), the measured or forced reason beside it.
+template <int D_>
 struct OverlapTile {
-  static constexpr int D = D_, BN = BN_, BM = 128;
+  static constexpr int D = D_, BM = 128;
+  static constexpr int BN = flash_overlap_block_n(D);           // keys a tile
+  static constexpr int DS = flash_overlap_stored_columns(D);    // columns stored: whole 64-column atoms
+  static constexpr int Q_BUFS = flash_overlap_q_buffers(D);     // Q buffers across items
   static constexpr int CONSUMERS = 256, THREADS = CONSUMERS + 128;  // 2 consumer warpgroups + 1 producer
   static constexpr int CONSUMER_WARPS = CONSUMERS / 32;
   // Ping-pong (turn_wait): measured on the H100 against the same kernel without it, MHA d128 16k tokens,
@@ -51,10 +56,11 @@ struct OverlapTile {
   // O (D/2) and addresses fit in 224 without spills; the producer thread's item and tile bookkeeping
   // spills at 40 (ptxas, head dim 128), so 24/240 as FlashAttention-3 splits them is not open here.
   static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
-  static constexpr int Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2;
-  static constexpr int TILES = 2 * Q_BYTES + 4 * KV_BYTES;
+  static constexpr int Q_BYTES = BM * DS * 2, KV_BYTES = BN * DS * 2;
+  static constexpr int TILES = Q_BUFS * Q_BYTES + 4 * KV_BYTES;
   static constexpr int SMEM = TILES + 1024 + 256;  // + alignment slack, mbarriers (128 B), item slots (64 B)
-  static_assert(D % 64 == 0 && BN % 64 == 0 && BM <= 256 && BN <= 256, "64-column TMA boxes of at most 256 rows");
+  static_assert(SMEM == flash_overlap_smem_bytes(D), "the tile is the table's");
+  static_assert(DS % 64 == 0 && BN % 64 == 0 && BM <= 256 && BN <= 256, "64-column TMA boxes of at most 256 rows");
 };
 
 using sm90::mbar_expect_tx;
@@ -70,13 +76,14 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, i
       : "memory");
 }
 
-// A [ROWS x D] tile (rows row0.. of one head of one sequence) as D/64 boxes of [ROWS x 64]: the
-// layout flash_fwd_sm90.cu's sw128 writes by hand.
-template <int D, int ROWS>
+// A [ROWS x DS] tile (rows row0.. of one head of one sequence) as DS/64 boxes of [ROWS x 64]: the
+// layout flash_fwd_sm90.cu's sw128 writes by hand. Columns past the head dim (96 stored as 128) are
+// outside the tensor map: the TMA fills them with zeros, and they count in the box's bytes.
+template <int DS, int ROWS>
 __device__ __forceinline__ void tma_tile(uint8_t* dst, const CUtensorMap* map, int head, int row0, int batch,
                                          uint64_t* bar) {
 #pragma unroll
-  for (int a = 0; a < D / 64; ++a) tma_load_4d(dst + a * ROWS * 128, map, a * 64, head, row0, batch, bar);
+  for (int a = 0; a < DS / 64; ++a) tma_load_4d(dst + a * ROWS * 128, map, a * 64, head, row0, batch, bar);
 }
 
 // Ping-pong between the two consumer warpgroups (FlashAttention-3): they take turns issuing their matrix
@@ -101,17 +108,22 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
   constexpr FlashMode kMode = FlashMode::dense;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  // [Q 0 | Q 1 | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers | work-item slots]
+  // [Q 0 (| Q 1) | K stage 0 | K stage 1 | V stage 0 | V stage 1 | mbarriers | work-item slots]
+  constexpr int QB = Cfg::Q_BUFS;
+  static_assert(QB == 1 || QB == 2, "one or two Q buffers");
+  // The buffer of the qi-th Q-loading item and how many times it was filled before (the parity's count).
+  auto q_buf = [](int qi) { return QB == 2 ? qi & 1 : 0; };
+  auto q_round = [](int qi) { return QB == 2 ? qi >> 1 : qi; };
   auto sQ = [&](int b) { return smem + b * Cfg::Q_BYTES; };
-  auto sK = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + stage * Cfg::KV_BYTES; };
-  auto sV = [&](int stage) { return smem + 2 * Cfg::Q_BYTES + (2 + stage) * Cfg::KV_BYTES; };
+  auto sK = [&](int stage) { return smem + QB * Cfg::Q_BYTES + stage * Cfg::KV_BYTES; };
+  auto sV = [&](int stage) { return smem + QB * Cfg::Q_BYTES + (2 + stage) * Cfg::KV_BYTES; };
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + Cfg::TILES);
   uint64_t* full_k = bars;            // [2] TMA landed K_j (count 1 + bytes)
   uint64_t* full_v = bars + 2;        // [2] V_j
   uint64_t* empty_k = bars + 4;       // [2] every consumer warp is done with K's stage
   uint64_t* empty_v = bars + 6;       // [2] ... with V's stage
-  uint64_t* q_full = bars + 8;        // [2] Q of the buffer's item landed
-  uint64_t* q_empty = bars + 10;      // [2] every consumer warp is done with the Q buffer
+  uint64_t* q_full = bars + 8;        // [QB] Q of the buffer's item landed
+  uint64_t* q_empty = bars + 10;      // [QB] every consumer warp is done with the Q buffer
   uint64_t* item_full = bars + 12;    // [2] a work-item slot holds the next item
   uint64_t* item_empty = bars + 14;   // [2] every consumer warp has read the slot
   Item* item_slot = reinterpret_cast<Item*>(smem + Cfg::TILES + 128);  // [2]
@@ -135,7 +147,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Cfg::PRODUCER_REGS));
     if (threadIdx.x != Cfg::CONSUMERS) return;  // one thread takes the items and issues every copy
     // Both sides walk the same items with the same tile counts: kt counts K/V tiles across items,
-    // qi the items that load a Q (n > 0); stage kt & 1, Q buffer qi & 1, parities from their halves.
+    // qi the items that load a Q (n > 0); stage kt & 1, Q buffer q_buf(qi), parities from their rounds.
     int kt = 0, qi = 0;
     for (int k = 0;; ++k) {
       const int slot = k & 1;
@@ -148,19 +160,19 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       const SeqSpan sp = item_span<kMode>(wi, p);
       const int n = kv_tiles<Cfg, kCausal, kMode>(p, sp, wi.m_block);
       if (n == 0) continue;
-      const int kh = wi.h / p.group, qb = qi & 1;
-      if (qi >= 2) mbar_wait(&q_empty[qb], ((qi >> 1) - 1) & 1);
+      const int kh = wi.h / p.group, qb = q_buf(qi);
+      if (qi >= QB) mbar_wait(&q_empty[qb], (q_round(qi) - 1) & 1);
       mbar_expect_tx(&q_full[qb], Cfg::Q_BYTES);
-      tma_tile<D, BM>(sQ(qb), &map_q, wi.h, wi.m_block * BM, wi.seq, &q_full[qb]);
+      tma_tile<Cfg::DS, BM>(sQ(qb), &map_q, wi.h, wi.m_block * BM, wi.seq, &q_full[qb]);
       ++qi;
       for (int j = 0; j < n; ++j, ++kt) {
         const int stage = kt & 1;
         if (kt >= 2) mbar_wait(&empty_k[stage], ((kt >> 1) - 1) & 1);
         mbar_expect_tx(&full_k[stage], Cfg::KV_BYTES);
-        tma_tile<D, BN>(sK(stage), &map_k, kh, j * BN, wi.seq, &full_k[stage]);
+        tma_tile<Cfg::DS, BN>(sK(stage), &map_k, kh, j * BN, wi.seq, &full_k[stage]);
         if (kt >= 2) mbar_wait(&empty_v[stage], ((kt >> 1) - 1) & 1);
         mbar_expect_tx(&full_v[stage], Cfg::KV_BYTES);
-        tma_tile<D, BN>(sV(stage), &map_v, kh, j * BN, wi.seq, &full_v[stage]);
+        tma_tile<Cfg::DS, BN>(sV(stage), &map_v, kh, j * BN, wi.seq, &full_v[stage]);
       }
     }
     return;
@@ -191,8 +203,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
     float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};
 
     if (n > 0) {
-      const int qb = qi & 1;
-      mbar_wait(&q_full[qb], (qi >> 1) & 1);
+      const int qb = q_buf(qi);
+      mbar_wait(&q_full[qb], q_round(qi) & 1);
       ++qi;
       const uint32_t q_addr = smem_addr(sQ(qb)) + uint32_t(wg * 64 * 128);  // this warpgroup's 64 rows
       // Tile 0: S_0, its softmax (O is still zero: nothing to rescale), P_0.
@@ -295,7 +307,15 @@ void launch_flash_forward_overlap(const AttentionParams& a, cudaStream_t stream)
   for (const void* ptr : {a.q, a.k, a.v})
     if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
       throw Error("attention/flash: the overlapped kernel's TMA needs q, k and v 16-byte aligned");
-  with_sm90_head_dim<OverlapTile>(a.head_dim, "attention/flash", [&](auto tile) { dispatch_dtype<decltype(tile)>(a, stream); });
+  switch (a.head_dim) {
+    case 64: return dispatch_dtype<OverlapTile<64>>(a, stream);
+    case 96: return dispatch_dtype<OverlapTile<96>>(a, stream);
+    case 128: return dispatch_dtype<OverlapTile<128>>(a, stream);
+    case 256: return dispatch_dtype<OverlapTile<256>>(a, stream);
+    default:
+      throw Error("attention/flash: the overlapped kernel has no head dim " + std::to_string(a.head_dim) +
+                  " (supported: 64, 96, 128, 256)");
+  }
 }
 
 }  // namespace inferlab

@@ -35,11 +35,12 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b
 }
 template <class T, int N>
 __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if constexpr (N == 64) wgmma::rs_Bf16_n64_tb(d, a, b); else wgmma::rs_Bf16_n128_tb(d, a, b);
-  } else {
-    if constexpr (N == 64) wgmma::rs_F16_n64_tb(d, a, b); else wgmma::rs_F16_n128_tb(d, a, b);
-  }
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  static_assert(N == 32 || N == 64 || N == 128 || N == 256, "wgmma.h has the register-A forms of N 32, 64, 128, 256");
+  if constexpr (N == 32) bf16 ? wgmma::rs_Bf16_n32_tb(d, a, b) : wgmma::rs_F16_n32_tb(d, a, b);
+  else if constexpr (N == 64) bf16 ? wgmma::rs_Bf16_n64_tb(d, a, b) : wgmma::rs_F16_n64_tb(d, a, b);
+  else if constexpr (N == 128) bf16 ? wgmma::rs_Bf16_n128_tb(d, a, b) : wgmma::rs_F16_n128_tb(d, a, b);
+  else bf16 ? wgmma::rs_Bf16_n256_tb(d, a, b) : wgmma::rs_F16_n256_tb(d, a, b);
 }
 
 // Dense: work item w (in the order items are taken) -> (query block, batch x head): batch x head
@@ -141,12 +142,23 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], uint32_t q_addr, ui
 }
 
 // O += P V, P from registers (pack_p), V a [BN x D] swizzled tile read transposed; one committed group.
+// V's columns are 64-column atoms BN * 128 bytes apart. D = 96 is an n64 product on the first atom and an
+// n32 on the second's first half, each starting at its atom: their accumulators, O[0..31] and O[32..47],
+// are the flat n96 layout (element 4i + e: n-tile i).
 template <class T, int D, int BN>
 __device__ __forceinline__ void issue_pv(float (&acc_o)[D / 2], const uint32_t (&pa)[BN / 16][4], uint32_t v_addr) {
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk)
-    mma_rs<T, D>(acc_o, pa[kk], desc_sw128(v_addr + uint32_t(kk * 16 * 128), uint32_t(BN * 128), 1024));
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    const uint32_t v = v_addr + uint32_t(kk * 16 * 128);
+    if constexpr (D == 96) {
+      mma_rs<T, 64>(*reinterpret_cast<float(*)[32]>(&acc_o[0]), pa[kk], desc_sw128(v, uint32_t(BN * 128), 1024));
+      mma_rs<T, 32>(*reinterpret_cast<float(*)[16]>(&acc_o[32]), pa[kk],
+                    desc_sw128(v + uint32_t(BN * 128), uint32_t(BN * 128), 1024));
+    } else {
+      mma_rs<T, D>(acc_o, pa[kk], desc_sw128(v, uint32_t(BN * 128), 1024));
+    }
+  }
   wgmma::commit();
 }
 

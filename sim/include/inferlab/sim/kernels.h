@@ -97,6 +97,28 @@ struct KernelLaunch {
 // prefill (prefill.h, the engine's) runs flash_fwd_sm90.
 std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, AttentionVariant v, DType dtype,
                                                     const Hardware& hw, bool varlen = false);
+// The overlapped flash kernel's tile by head dim (flash_fwd_sm90_overlap.cu builds OverlapTile from these; the
+// model charges the same tiles). 128 query rows a CTA (two consumer warpgroups of 64); in shared memory Q and
+// two stages each of K and V, every tile stored as 64-column 128-byte-swizzled atoms. The consumers hold
+// 224 registers (setmaxnreg): O is head_dim / 2 of them, S block_n / 2 and P block_n / 4.
+//   64, 128  128 keys a tile, Q double-buffered across items (192 KB at 128): measured, NOTES.md v7.
+//   96       128 keys, its columns stored as two atoms (the second half zero-filled by the TMA, never read):
+//            96 % 64 != 0, and a 64-byte-swizzled layout would need its own descriptors for one head dim.
+//   256      64 keys: O alone is 128 registers, so S + P at 128 keys (96) would not fit in 224; Q single-
+//            buffered: two Q tiles (128 KB) and the K and V stages (128 KB) exceed the 227 KB a CTA has.
+constexpr bool flash_overlap_head_dim_supported(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 96 || head_dim == 128 || head_dim == 256;
+}
+constexpr int flash_overlap_block_n(int64_t head_dim) { return head_dim > 128 ? 64 : 128; }
+constexpr int flash_overlap_q_buffers(int64_t head_dim) { return head_dim > 128 ? 1 : 2; }
+constexpr int flash_overlap_stored_columns(int64_t head_dim) { return int((head_dim + 63) / 64 * 64); }
+constexpr int64_t flash_overlap_smem_bytes(int64_t head_dim) {
+  return (int64_t(flash_overlap_q_buffers(head_dim)) * 128 + 4 * int64_t(flash_overlap_block_n(head_dim))) *
+             flash_overlap_stored_columns(head_dim) * 2 +
+         1024 + 256;  // + alignment slack, mbarriers (128 B), item slots (64 B)
+}
+static_assert(flash_overlap_smem_bytes(256) <= (227 << 10) && flash_overlap_smem_bytes(128) <= (227 << 10),
+              "the overlapped flash tiles fit the 227 KB a Hopper CTA can have");
 // attention/decode: plain (one piece per context) or split (flash-decoding, s.splits pieces).
 std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DType dtype, const Hardware& hw);
 // gemm/linear: cuBLAS (bf16, fp16), cuBLASLt (fp8) or a weight-only kernel (int8, int4, sparse24): the
