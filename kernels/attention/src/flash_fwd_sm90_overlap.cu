@@ -1,6 +1,6 @@
 // Flash attention forward on Hopper, the overlapped rung (FlashKernel::overlapped, sm_90a, dense
 // attention). Diff it against flash_fwd_sm90.cu: the tiles, the persistent schedule, the wgmma
-// instructions and the per-tile softmax are the same; two things change, each aimed at a cost that
+// instructions and the per-tile softmax are the same; three things change, each aimed at a cost that
 // kernel pays on every tile.
 //   1. The copies are issued by the tensor memory accelerator (TMA), one thread of the producer
 //      warpgroup for the whole block: a 4-d tensor map per operand ([batch, seq, heads, D], 64-column
@@ -18,9 +18,12 @@
 //      the result's precision). ptxas, though, schedules the softmax after the second wait (see the
 //      loop), so what the SASS overlaps is the two products of a tile (one wait instead of two) and
 //      the other warpgroup's work, not a warpgroup's own softmax with its P V.
+//   3. The softmax keeps a lazy reference maximum (lazy_softmax_rows): O is rescaled only on the tiles
+//      where a row's maximum grew past 256x its reference, not on every tile.
 //   K and V have separate ring barriers (2 stages each): at step j a warpgroup reads K_j and V_{j-1}
 //   at once, so K's stage is released as soon as S_j has been computed and V's after P V.
-// Q is double-buffered across items as in flash_fwd_sm90.cu; its buffer is counted over the items
+// Q is double-buffered across items as in flash_fwd_sm90.cu (single at head dim 256, where two Q tiles
+// and the K/V stages do not fit: sim/kernels.h); its buffer is counted over the items
 // that load it (items with at least one key tile), on both sides, so an item with no key tile
 // (causal, seq_q > seq_k) needs no special case. The output is written from registers.
 #include <algorithm>
@@ -96,6 +99,47 @@ __device__ __forceinline__ void turn_pass(int wg) { asm volatile("bar.arrive %0,
 __device__ __forceinline__ void warp_release(uint64_t* bar, int lane) {
   __syncwarp();
   if (lane == 0) mbar_arrive(bar);
+}
+
+// The online softmax with a lazy reference maximum (FlashAttention-4's conditional rescaling): a row's
+// exponentials are taken against m, the largest score seen when m last moved, and m moves only when the
+// tile's maximum exceeds it by more than kRescaleLog2 (log2 units), so P <= 2^kRescaleLog2 = 256 (exact in
+// fp32 sums, the same relative rounding in 16-bit P). The softmax is the same function of any reference: O and
+// l share it and the epilogue divides one by the other; the log-sum-exp is m + log2(l) as before. Returns
+// whether any row of the warp moved its reference (warp-uniform): only then must O be rescaled by alpha (1 in
+// rows that did not move). After a row's first tiles its maximum rarely grows by 256x, so most tiles skip the
+// head_dim / 2 multiplies per thread that flash_fwd_sm90.cu spends on every tile.
+constexpr float kRescaleLog2 = 8.f;
+template <int NS>
+__device__ __forceinline__ bool lazy_softmax_rows(float (&s)[NS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                  float scale_log2) {
+  bool moved = false;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NS; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * half], s[n][2 * half + 1]) * scale_log2);
+    mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, 2));
+    alpha[half] = 1.f;
+    if (mx > m[half] + kRescaleLog2) {  // also the first tile with a key: m = -inf
+      alpha[half] = fast_exp2(m[half] - mx);
+      m[half] = mx;
+      moved = true;
+    }
+    const float base = m[half] == -INFINITY ? 0.f : m[half];  // a row with no key yet: every score is -inf
+    float sum = 0.f;
+#pragma unroll
+    for (int n = 0; n < NS; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pv = fast_exp2(s[n][2 * half + e] * scale_log2 - base);
+        s[n][2 * half + e] = pv;
+        sum += pv;
+      }
+    l[half] = l[half] * alpha[half] + sum;
+  }
+  return __any_sync(~0u, moved);
 }
 
 template <class Cfg, bool kCausal, class T>
@@ -221,7 +265,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       warp_release(&empty_k[stage], lane);
       if (n == 1) warp_release(&q_empty[qb], lane);
       mask_scores<BN, kCausal>(s, 0, row0 + my_row, p.seq_k, offset, t);
-      online_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
+      lazy_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);  // O is zero: nothing to rescale
       pack_p<T, BN>(pa, s);
 
       for (int j = 1; j < n; ++j) {
@@ -239,14 +283,14 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         warp_release(&empty_k[stage], lane);
         if (j + 1 == n) warp_release(&q_empty[qb], lane);
         mask_scores<BN, kCausal>(s, j * BN, row0 + my_row, p.seq_k, offset, t);
-        online_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
+        const bool moved = lazy_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
         // In the PTX the softmax sits here, between the two waits; ptxas (nvcc 13.0) moves every
         // exponential below the next wait (SASS: MUFU.EX2 after WARPGROUP.DEPBAR.LE gsb0, 0x0), with or
         // without operand fences, so within a warpgroup the overlap is not realized yet (NOTES.md).
         wgmma::wait<0>();
         wgmma::fence_operand(acc_o);
         warp_release(&empty_v[prev], lane);
-        rescale_rows(tiles_of(acc_o), alpha);
+        if (moved) rescale_rows(tiles_of(acc_o), alpha);
         pack_p<T, BN>(pa, s);
       }
       // The last P V.
