@@ -621,20 +621,29 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const double warp_chunks = double(kl.ctas) * 8 * chunks_per_warp;
   kl.work += work_of(lp.c, 32.0 * warp_chunks / lp.depth);
   // One block: the first weight chunks and its X tile (one round trip), the chunks' iterations
-  // latency-bound (each waits for the refills the previous one issued); split-k: the atomics drain
-  // and the counter (two round trips), the last block's read of the partial sums (one).
+  // latency-bound (each waits for the refills the previous one issued); split-k: the write-out's
+  // __threadfence (it waits for the block's atomics to be performed) and the counter's atomicAdd, two
+  // dependent round trips.
   kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * plan.blocks_per_sm,
                                        hw.pipes);
-  kl.cta_round_trips = 1 + (plan.split_k > 1 ? 3 : 0);
+  kl.cta_round_trips = 1 + (plan.split_k > 1 ? 2 : 0);
+  // The grid is (row tiles x split_k) blocks of the same work, started together: every wave's blocks fill
+  // together and write out together, so each wave's fill and write-out round trips stand beside the memory
+  // stream (nothing streams while a wave fences and counts, and the next wave's blocks start with their fill).
+  // They are taken at the loaded DRAM latency: the wave's other blocks' loads and atomics are still in flight.
+  // (Before 2026-11-24 the memory term charged two startup round trips once, and none of the waves' write-outs:
+  // the split-k points at m = 16 on 14336 x 4096, two waves, were predicted 20-24% fast.)
+  kl.startup_round_trips = 0;
+  kl.wave_round_trips = kl.cta_round_trips;
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's
-    // atomic units. The last block of a row tile then reads them back: its loop loads, converts and
-    // stores one cell per thread per iteration, each load consumed before the next is issued (SASS:
-    // LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations unrolled, none overlapped): ceil(m x 128 / 256)
-    // dependent L2 round trips after the last wave.
+    // atomic units. The last block of a row tile then fences once more (its __threadfence before the
+    // read) and reads them back: its loop loads, converts and stores one cell per thread per iteration,
+    // each load consumed before the next is issued (SASS: LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations
+    // unrolled, none overlapped): 1 + ceil(m x 128 / 256) dependent L2 round trips after the last wave.
     kl.atomics = double(m) * double(n) * double(plan.split_k);
-    kl.tail_l2_round_trips = std::ceil(double(m) * double(std::min<int64_t>(n, 128)) / 256.0);
+    kl.tail_l2_round_trips = 1 + std::ceil(double(m) * double(std::min<int64_t>(n, 128)) / 256.0);
   }
   return {kl};
 }
