@@ -67,6 +67,9 @@ constexpr PipeField kPipeFields[] = {
     {"l2_atomics_per_clk", 1, &PipeCeilings::l2_atomics_per_clk},
     {"sm_bandwidth_gb_s", kGiga, &PipeCeilings::sm_bandwidth},
     {"read_bandwidth_gb_s", kGiga, &PipeCeilings::read_bandwidth},
+    {"l2_bandwidth_gb_s", kGiga, &PipeCeilings::l2_bandwidth},
+    {"bulk_copy_dram_gb_s", kGiga, &PipeCeilings::bulk_copy_dram_bandwidth},
+    {"bulk_copy_l2_gb_s", kGiga, &PipeCeilings::bulk_copy_l2_bandwidth},
     {"launch_floor_eager_us", 1e-6, &PipeCeilings::launch_floor_eager_s},
     {"launch_floor_graph_us", 1e-6, &PipeCeilings::launch_floor_graph_s},
 };
@@ -124,6 +127,14 @@ void derive_pipes(Hardware& h) {
        "kernels' own pattern (`inferlab ceilings`, l2_red_fragment_per_clk), so this figure is low by ~2.8x there");
   fill(&PipeCeilings::sm_bandwidth, "sm_bandwidth_gb_s", 64 * p.sm_clock_hz, "estimate: 64 bytes per SM per clock from L2");
   fill(&PipeCeilings::read_bandwidth, "read_bandwidth_gb_s", h.memory_bandwidth, "the memory bandwidth");
+  fill(&PipeCeilings::l2_bandwidth, "l2_bandwidth_gb_s", 2 * h.memory_bandwidth,
+       "estimate: twice the memory bandwidth (the H100 measured 6.86 TB/s from L2 against 3.03 TB/s from HBM)");
+  // The H100's probe (h100-sxm-80gb.json) per SM clock: 22.4 and 15.8 bytes a clock a copying thread. Only the
+  // Hopper kernels issue bulk copies.
+  fill(&PipeCeilings::bulk_copy_dram_bandwidth, "bulk_copy_dram_gb_s", 22.4 * p.sm_clock_hz,
+       "estimate: the H100's probe, 22.4 bytes per SM clock a copying thread (scripts/probes/tma_bulk_copy.cu sms)");
+  fill(&PipeCeilings::bulk_copy_l2_bandwidth, "bulk_copy_l2_gb_s", 15.8 * p.sm_clock_hz,
+       "estimate: the H100's probe, 15.8 bytes per SM clock a copying thread (scripts/probes/tma_bulk_copy.cu sms)");
   fill(&PipeCeilings::launch_floor_eager_s, "launch_floor_eager_us", std::max(h.launch_overhead_s, 1e-6),
        "the launch overhead figure");
   fill(&PipeCeilings::launch_floor_graph_s, "launch_floor_graph_us", 0.5 * p.launch_floor_eager_s,
@@ -241,6 +252,10 @@ void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& ori
   if (auto r = jf::opt_number(*c, "memory_read_bandwidth_gb_s", w)) {
     h.pipes.read_bandwidth = *r * kGiga;
     h.pipes.sources["read_bandwidth_gb_s"] = "measured: " + fs::path(origin).filename().string();
+  }
+  if (auto r = jf::opt_number(*c, "l2_bandwidth_gb_s", w)) {
+    h.pipes.l2_bandwidth = *r * kGiga;
+    h.pipes.sources["l2_bandwidth_gb_s"] = "measured: " + fs::path(origin).filename().string();
   }
   if (const auto* pp = jf::find(*c, "pipes")) read_pipes(h.pipes, *pp, origin, "measured: " + fs::path(origin).filename().string());
   h.ceilings_source = "measured " + fs::path(origin).filename().string() + " (" + jf::string(j, "date", origin, "?") + ")";

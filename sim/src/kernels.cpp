@@ -554,19 +554,20 @@ void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const Loop
   kl.work += work_of(lp, 32.0 * 8.0 * double(plan.units));
 }
 
-// The Hopper weight-only kernels' write-out (weight_only_sm90_unit.cuh write_out): a block's first
-// round trip fills its ring; a tile whose units several blocks share is summed by their fp32 atomics
-// (one per cell and block), fenced and counted (three round trips), and the last block reads the sums
-// back, every load before any store: one L2 round trip after the wave.
-void stream_k_write_out(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, KernelLaunch& kl) {
+// The Hopper weight-only kernels' write-out (weight_only_sm90_unit.cuh write_out): a tile whose units several
+// blocks share is summed by their fp32 atomics (one per cell and block); the leader fences (__threadfence: the
+// block's reductions performed), counts (atomicAdd on the tile's counter) and fences again, three dependent round
+// trips, and the last block reads the sums back, every load before any store: one L2 round trip after the wave.
+// Returns the write-out's round trips (0: no tile of the launch is shared).
+double stream_k_write_out(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, KernelLaunch& kl) {
   double split_cells = 0;
   for (int64_t t = 0; t < plan.row_tiles; ++t) {
     const int64_t segs = weight_only_wgmma_segments(plan, t, k);
     if (segs > 1) split_cells += double(segs) * double(m) * double(std::min<int64_t>(128, n - t * 128));
   }
-  kl.cta_round_trips = 1 + (split_cells > 0 ? 3 : 0);
   kl.atomics = split_cells;
   kl.tail_l2_round_trips = split_cells > 0 ? 1 : 0;
+  return split_cells > 0 ? 3 : 0;
 }
 
 // weight_only_sm90.cu: 8 warps (2 warpgroups of 64 rows) a block, a persistent grid over units of a
@@ -582,16 +583,27 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
   // round trip fills the ring; a tile shared with another block adds the atomics' drain, the counter
   // and the read-back.
   kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta(plan), 8.0 * plan.blocks_per_sm, hw.pipes);
-  stream_k_write_out(plan, m, n, k, kl);
+  kl.cta_round_trips = 1 + stream_k_write_out(plan, m, n, k, kl);
   return kl;
 }
 
-// weight_only_sm90_tma.cu: the wgmma kernel's units and grid, the ring filled by one producer thread
-// per block (TMA for X, bulk copies for the weight and scales). Each unit lands X's [N x 128] tile beside
-// the weight in shared memory, so the copy stream is the weight, the scales and one X tile per unit (X
-// itself is L2-resident: every block reads it): those bytes at the reachable bandwidth are the memory
-// term. The consumers walk their units at their chain, off the copies' latency (S - 1 units in flight);
-// the write-out as the wgmma kernel's.
+// weight_only_sm90_tma.cu: the wgmma kernel's units and grid, the ring filled by producer threads (TMA for X,
+// bulk copies or boxes for the weight and its side data). Its costs, each from the kernel's code:
+//   - the streams: the weight (and scales, metadata) from DRAM once, and X's [N x 128] tile copied again for every
+//     unit (X is L2-resident: every block reads it) at the L2's bandwidth, the two added (KernelLaunch::l2_bytes:
+//     a producer's copies are processed one after another, NOTES.md tma2). Until 2026-11-24 X's per-unit tiles were
+//     charged at the DRAM rate: 2:4 at m = 64 on the MLP shapes, whose units move the most bytes, 23-35% slow;
+//   - a block's path: its first boxes wait for the tensor map (a __grid_constant__ parameter the TMA unit fetches
+//     from memory, never prefetched: prefetch.tensormap is not issued), then for their data: two round trips; its
+//     units at the consumers' chain, off the copies' latency (S - 1 units in flight), but never before their
+//     copies have landed: a producer thread's copies arrive at that thread's bulk-copy rate (PipeCeilings::
+//     bulk_copy_dram_bandwidth / bulk_copy_l2_bandwidth, the probe's 44.4 and 31.3 GB/s on the H100), the block's
+//     P producers taking the units in turn, so the consumers finish one unit's chain after the last producer's
+//     ceil(U / P) units have landed. It binds where a block's producers are few for its bytes (int8 at N = 64: one
+//     producer, 32 KB a unit: 3.6 us for 4 units on 1024 x 4096 against a 1.8 us chain); on the full grid DRAM binds;
+//   - the write-out (stream_k_write_out: three round trips), and int8's channel scales, loaded (__ldg) at
+//     every tile's end before its sums: one more. The persistent blocks end their equal shares together, so the
+//     last write-out stands after the stream as it stands after the chain (KernelLaunch::wave_round_trips, one wave).
 KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                const Hardware& hw, KernelLaunch kl) {
   const int ti = tokens_index(plan);
@@ -600,11 +612,22 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
   const double chain = int4 ? kTmaChainInt4[ti] : sparse ? kTmaChainSparse[ti] : kTmaChainInt8[ti];
   hopper_weight_only_launch(plan, k, lp, "weight_only_tma_kernel", kl);
   if (sparse) kl.work.tensor_flops /= 2;  // wgmma.sp skips the pruned half: a k32 step in a dense k16's time
-  const double x_once = double(m) * double(k) * 2.0;
-  kl.bytes += double(plan.units) * double(plan.tokens) * 128.0 * 2.0 - x_once;  // X tile per unit, for X once
-  const Chain ch{chain, chain - hw.pipes.dram_latency_s * hw.pipes.sm_clock_hz};  // no DRAM wait per unit
-  kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta(plan), 8.0 * plan.blocks_per_sm, hw.pipes);
-  stream_k_write_out(plan, m, n, k, kl);
+  const double x_unit = double(plan.tokens) * 128.0 * 2.0;  // X's tile, bytes a unit
+  const double w_unit = double(weight_only_stage_bytes(f, plan.tokens)) - x_unit;  // the weight and side data a unit
+  kl.l2_bytes = double(plan.units) * x_unit;
+  const PipeCeilings& p = hw.pipes;
+  const Chain ch{chain, chain - p.dram_latency_s * p.sm_clock_hz};  // no DRAM wait per unit
+  const double resident_warps = 8.0 * plan.blocks_per_sm, units = units_per_cta(plan);
+  const double consumers = latency_bound_cycles(ch, lp.total(), units, resident_warps, p);
+  const double last_unit = latency_bound_cycles(ch, lp.total(), 1, resident_warps, p);
+  const double per_producer = std::ceil(units / weight_only_tma_producers(f, plan.tokens));
+  const double copies =
+      per_producer * (w_unit / p.bulk_copy_dram_bandwidth + x_unit / p.bulk_copy_l2_bandwidth) * p.sm_clock_hz;
+  kl.cta_cycles = std::max(consumers, copies + last_unit);
+  const double fill = 2, write_out = stream_k_write_out(plan, m, n, k, kl) + (f == WeightFormat::int8 ? 1 : 0);
+  kl.cta_round_trips = fill + write_out;
+  kl.startup_round_trips = 0;
+  kl.wave_round_trips = fill + write_out;
   return kl;
 }
 
@@ -650,20 +673,29 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const double warp_chunks = double(kl.ctas) * 8 * chunks_per_warp;
   kl.work += work_of(lp.c, 32.0 * warp_chunks / lp.depth);
   // One block: the first weight chunks and its X tile (one round trip), the chunks' iterations
-  // latency-bound (each waits for the refills the previous one issued); split-k: the atomics drain
-  // and the counter (two round trips), the last block's read of the partial sums (one).
+  // latency-bound (each waits for the refills the previous one issued); split-k: the write-out's
+  // __threadfence (it waits for the block's atomics to be performed) and the counter's atomicAdd, two
+  // dependent round trips.
   kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * plan.blocks_per_sm,
                                        hw.pipes);
-  kl.cta_round_trips = 1 + (plan.split_k > 1 ? 3 : 0);
+  kl.cta_round_trips = 1 + (plan.split_k > 1 ? 2 : 0);
+  // The grid is (row tiles x split_k) blocks of the same work, started together: every wave's blocks fill
+  // together and write out together, so each wave's fill and write-out round trips stand beside the memory
+  // stream (nothing streams while a wave fences and counts, and the next wave's blocks start with their fill).
+  // They are taken at the loaded DRAM latency: the wave's other blocks' loads and atomics are still in flight.
+  // (Before 2026-11-24 the memory term charged two startup round trips once, and none of the waves' write-outs:
+  // the split-k points at m = 16 on 14336 x 4096, two waves, were predicted 20-24% fast.)
+  kl.startup_round_trips = 0;
+  kl.wave_round_trips = kl.cta_round_trips;
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's
-    // atomic units. The last block of a row tile then reads them back: its loop loads, converts and
-    // stores one cell per thread per iteration, each load consumed before the next is issued (SASS:
-    // LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations unrolled, none overlapped): ceil(m x 128 / 256)
-    // dependent L2 round trips after the last wave.
+    // atomic units. The last block of a row tile then fences once more (its __threadfence before the
+    // read) and reads them back: its loop loads, converts and stores one cell per thread per iteration,
+    // each load consumed before the next is issued (SASS: LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations
+    // unrolled, none overlapped): 1 + ceil(m x 128 / 256) dependent L2 round trips after the last wave.
     kl.atomics = double(m) * double(n) * double(plan.split_k);
-    kl.tail_l2_round_trips = std::ceil(double(m) * double(std::min<int64_t>(n, 128)) / 256.0);
+    kl.tail_l2_round_trips = 1 + std::ceil(double(m) * double(std::min<int64_t>(n, 128)) / 256.0);
   }
   return {kl};
 }

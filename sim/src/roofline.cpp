@@ -60,7 +60,10 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
                                                                   : hw.memory_bandwidth;
   const double reach = std::min(hbm, active * c.sm_bandwidth);
   const double epilogue = k.epilogue_cycles / clock + k.epilogue_l2_round_trips * c.l2_latency_cycles / c.sm_clock_hz;
-  const double memory = k.bytes > 0 ? k.bytes / reach + k.startup_round_trips * c.dram_latency_s + epilogue : 0.0;
+  const double l2_stream = k.l2_bytes > 0 ? k.l2_bytes / c.l2_bandwidth : 0.0;
+  const double memory =
+      k.bytes > 0 ? k.bytes / reach + l2_stream + (k.startup_round_trips + waves * k.wave_round_trips) * c.dram_latency_s + epilogue
+                  : 0.0;
   const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s + epilogue);
   const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
   const double floor = k.launch == LaunchMode::graph ? c.launch_floor_graph_s : c.launch_floor_eager_s;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/hardware.h"
@@ -325,6 +326,100 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
                 .find("wgmma_tma"),
             std::string::npos);
   EXPECT_THROW(plan_weight_only(WeightFormat::bf16, 16, 4096, 4096, 132, WeightOnlyKernel::wgmma_tma), Error);
+}
+
+// The weight-only kernels as the refined model times them (sim/src/kernels.cpp): one launch, the H100's measured
+// ceilings.
+Prediction weight_only_prediction(const Hardware& hw, int64_t m, int64_t n, int64_t k, WeightFormat f,
+                                  KernelLaunch* launch = nullptr) {
+  Op op = linear_cost({m, n, k}, f);
+  op.kernels = linear_kernels(m, n, k, f, hw);
+  EXPECT_EQ(op.kernels.size(), 1u);
+  if (launch) *launch = op.kernels.at(0);
+  return predict(op, hw);
+}
+
+// wgmma_tma: a producer thread's copies arrive at that thread's bulk-copy rate (PipeCeilings::bulk_copy_*: the
+// probe's 44.4 GB/s from HBM, 31.3 from L2). On 1024 x 4096 at 64 tokens int8's one producer a block copies 4 units
+// of 32 KB (16 KB of weight, 16 KB of X): 3.6 us, twice its consumers' chain, so it sets the block's path and the
+// launch's time; on the MLP shape (132 blocks of 28 units) DRAM binds and the copy rate does not count.
+TEST(WeightOnlyModel, OneThreadsBulkCopiesBoundASmallGridNotTheFullOne) {
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  const PipeCeilings& p = hw.pipes;
+  EXPECT_NEAR(p.bulk_copy_dram_bandwidth, 44.4e9, 1e6);
+  EXPECT_NEAR(p.bulk_copy_l2_bandwidth, 31.3e9, 1e6);
+  Hardware faster = hw;  // twice the copy engine
+  faster.pipes.bulk_copy_dram_bandwidth *= 2;
+  faster.pipes.bulk_copy_l2_bandwidth *= 2;
+
+  KernelLaunch small;
+  const Prediction ps = weight_only_prediction(hw, 64, 1024, 4096, WeightFormat::int8, &small);
+  const WeightOnlyPlan plan = plan_weight_only(WeightFormat::int8, 64, 1024, 4096, hw.sm_count);
+  ASSERT_EQ(plan.kernel, WeightOnlyKernel::wgmma_tma);
+  ASSERT_EQ(plan.units / plan.ctas, 4);
+  ASSERT_EQ(weight_only_tma_producers(WeightFormat::int8, 64), 1);
+  const double copies_s = 4 * (16384 / p.bulk_copy_dram_bandwidth + 16384 / p.bulk_copy_l2_bandwidth);
+  EXPECT_NEAR(copies_s, 3.57e-6, 0.01e-6);
+  EXPECT_GT(small.cta_cycles / p.sm_clock_hz, copies_s);                // the copies, then the last unit's chain
+  EXPECT_LT(small.cta_cycles / p.sm_clock_hz, copies_s + 0.5e-6);
+  EXPECT_EQ(ps.dominant, "latency");
+  EXPECT_LT(weight_only_prediction(faster, 64, 1024, 4096, WeightFormat::int8).time_s, ps.time_s - 1e-6);
+
+  const Prediction pf = weight_only_prediction(hw, 64, 14336, 4096, WeightFormat::int8);
+  EXPECT_EQ(pf.dominant, "memory");
+  EXPECT_GT(pf.memory_s, pf.latency_s);
+  EXPECT_DOUBLE_EQ(weight_only_prediction(faster, 64, 14336, 4096, WeightFormat::int8).time_s, pf.time_s);
+  // int4 at 64 tokens splits a block's units among 4 producers: one unit each on 1024 x 4096, under the chain.
+  KernelLaunch int4;
+  weight_only_prediction(hw, 64, 1024, 4096, WeightFormat::int4, &int4);
+  KernelLaunch int4_faster;
+  weight_only_prediction(faster, 64, 1024, 4096, WeightFormat::int4, &int4_faster);
+  EXPECT_DOUBLE_EQ(int4.cta_cycles, int4_faster.cta_cycles);
+}
+
+// wgmma_tma's streams: the weight from DRAM once, X's [N x 128] tile again for every unit from L2, the two added;
+// before them the tensor map and the first boxes (two round trips), after them the write-out (fence, counter,
+// fence; int8's channel scales one more): memory = DRAM bytes / read bandwidth + L2 bytes / L2 bandwidth + round trips.
+TEST(WeightOnlyModel, XTilesStreamFromL2BesideTheWeightFromDram) {
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  const PipeCeilings& p = hw.pipes;
+  EXPECT_NEAR(p.l2_bandwidth, 6.86e12, 0.01e12);  // the measured file's l2_bandwidth_gb_s
+  for (WeightFormat f : kWeightOnly) {
+    KernelLaunch kl;
+    const Prediction pr = weight_only_prediction(hw, 64, 14336, 4096, f, &kl);
+    const Op op = linear_cost({64, 14336, 4096}, f);
+    EXPECT_DOUBLE_EQ(kl.bytes, op.bytes()) << weight_format_name(f);  // X from DRAM once
+    EXPECT_DOUBLE_EQ(kl.l2_bytes, 112.0 * 32 * 64 * 128 * 2) << weight_format_name(f);
+    const double round_trips = 2 + 3 + (f == WeightFormat::int8 ? 1 : 0);
+    EXPECT_DOUBLE_EQ(kl.wave_round_trips, round_trips) << weight_format_name(f);
+    EXPECT_NEAR(pr.memory_s, op.bytes() / p.read_bandwidth + kl.l2_bytes / p.l2_bandwidth + round_trips * p.dram_latency_s,
+                1e-12)
+        << weight_format_name(f);
+  }
+  // A GPU without a measured L2 takes twice its memory bandwidth, labelled an estimate.
+  const Hardware sheet = load_hardware("a100-sxm-80gb");
+  EXPECT_DOUBLE_EQ(sheet.pipes.l2_bandwidth, 2 * sheet.memory_bandwidth);
+  EXPECT_NE(sheet.pipes.sources.at("l2_bandwidth_gb_s").find("estimate"), std::string::npos);
+}
+
+// mma split-k: a grid of (row tiles x split_k) blocks doing the same work, started together: each wave fills,
+// streams, fences and counts together, so the memory term holds every wave's three round trips (int8 at 16 tokens
+// on 14336 x 4096: 448 blocks, two an SM: two waves); the last block's extra fence and read-back after the last.
+TEST(WeightOnlyModel, EachWaveOfTheSplitKGridFillsAndWritesOutBesideTheStream) {
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  const PipeCeilings& p = hw.pipes;
+  for (const auto& [n, k, waves] : {std::tuple<int64_t, int64_t, double>{14336, 4096, 2}, {4096, 14336, 1}}) {
+    KernelLaunch kl;
+    const Prediction pr = weight_only_prediction(hw, 16, n, k, WeightFormat::int8, &kl);
+    const WeightOnlyPlan plan = plan_weight_only(WeightFormat::int8, 16, n, k, hw.sm_count);
+    ASSERT_EQ(plan.kernel, WeightOnlyKernel::mma);
+    ASSERT_GT(plan.split_k, 1);
+    EXPECT_EQ(pr.waves, waves) << n << "x" << k;
+    EXPECT_DOUBLE_EQ(kl.wave_round_trips, 3);  // fill, fence, counter
+    EXPECT_DOUBLE_EQ(kl.cta_round_trips, 3);
+    EXPECT_DOUBLE_EQ(kl.tail_l2_round_trips, 1 + 16 * 128 / 256);  // the last block's fence, its read-back
+    EXPECT_NEAR(pr.memory_s, kl.bytes / p.read_bandwidth + waves * 3 * p.dram_latency_s, 1e-12) << n << "x" << k;
+  }
 }
 
 }  // namespace

@@ -39,6 +39,11 @@ struct PipeCeilings {
   double l2_atomics_per_clk = 0;  // fp32 atomic adds to distinct addresses the whole L2 completes per SM clock
   double sm_bandwidth = 0;     // bytes/s one SM can pull from HBM
   double read_bandwidth = 0;   // bytes/s the whole GPU reads (read-only streams); 0: memory_bandwidth
+  double l2_bandwidth = 0;     // bytes/s the whole GPU reads from L2 (L2-resident data)
+  // bytes/s ONE thread's bulk copies (cp.async.bulk, Hopper's copy engine) pull into shared memory, from DRAM and
+  // from L2: a copying thread's copies are processed one after another, so the rate is the thread's, not the SM's.
+  double bulk_copy_dram_bandwidth = 0;
+  double bulk_copy_l2_bandwidth = 0;
   double launch_floor_eager_s = 0;  // an event-timed launch of a near-empty kernel
   double launch_floor_graph_s = 0;  // the same kernel as a node of a CUDA graph
   std::map<std::string, std::string> sources;  // field -> "datasheet: ...", "derived: ...", "measured: ..."

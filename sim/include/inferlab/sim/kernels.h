@@ -69,6 +69,16 @@ struct KernelLaunch {
   // persistent kernels, round trips exposed per SM over the whole launch (e.g. one per work item).
   double startup_round_trips = 0;
   double sm_round_trips = 0;
+  // Round trips each wave of CTAs spends beside the memory stream, not in it: its CTAs' fill before their first
+  // byte and their write-out after their last (a split's fence and counter). The CTAs of a wave do the same work
+  // and start together, so they reach both together and no byte streams meanwhile: added to the memory term once
+  // per wave (the latency term holds them in cta_round_trips).
+  double wave_round_trips = 0;
+  // L2-resident bytes the launch copies into shared memory beside its DRAM bytes (the wgmma_tma kernel's X tile,
+  // once per unit), at the L2's bandwidth (PipeCeilings::l2_bandwidth). One producer thread's copies are processed
+  // one after another, the weight's from DRAM and X's from L2, and every producer walks the same sequence of units:
+  // the two streams add up (memory = bytes / DRAM + l2_bytes / L2).
+  double l2_bytes = 0;
   // fp32 atomic adds the launch sends to L2 (split-k partial sums): a pipe of the L2, not of the SMs.
   // A block holds its SM until its atomics drain (its fence waits for them), and the blocks of a wave
   // (the same work, started together) reach their atomics together: a wave's atomics add to that
