@@ -295,6 +295,15 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   const double items_per_sm = double(ceil_div(flash_items(s), int64_t(hw.sm_count)));
   k.cta_cycles = chain * wg_tiles / 2.0 / double(k.ctas) + chain * items_per_sm;
   k.sm_round_trips = items_per_sm;
+  // One Q buffer (head dim 256, sim/kernels.h): the producer loads the next item's Q only once the consumers
+  // have released the buffer, after the item's last S, so per item that load stands exposed: one more round
+  // trip and the tile's bytes through the SM's port (PipeCeilings::sm_bandwidth). Before this term head dim 256
+  // at seq 512 (16 items an SM of 8 tiles) was predicted 26-30% fast.
+  if (flash_overlap_q_buffers(loop.head_dim) == 1) {
+    const double q_bytes = 128.0 * double(flash_overlap_stored_columns(loop.head_dim)) * 2.0;
+    k.cta_cycles += items_per_sm * q_bytes / hw.pipes.sm_bandwidth * hw.pipes.sm_clock_hz;
+    k.sm_round_trips += items_per_sm;
+  }
   return k;
 }
 

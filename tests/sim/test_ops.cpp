@@ -261,7 +261,8 @@ namespace {
 
 // The overlapped flash kernel's tiles by head dim (sim/kernels.h, the kernel builds from the same table): the
 // tensor work counts padded key tiles of 128 keys, 64 at head dim 256, so a 40-key sequence pads to 128 keys
-// at 64, 96 and 128 and to 64 at 256; a head dim the kernel does not have is charged as the next it has.
+// at 64, 96 and 128 and to 64 at 256; one Q buffer (256) exposes each item's Q load; a head dim the kernel does
+// not have is charged as the next it has.
 TEST(Ops, OverlappedFlashTilesFollowTheTileTable) {
   static_assert(flash_overlap_block_n(256) == 64 && flash_overlap_block_n(128) == 128 && flash_overlap_block_n(96) == 128);
   static_assert(flash_overlap_stored_columns(96) == 128 && flash_overlap_q_buffers(256) == 1);
@@ -278,6 +279,8 @@ TEST(Ops, OverlappedFlashTilesFollowTheTileTable) {
     EXPECT_EQ(ks[0].kernel, "flash_fwd_overlap_kernel");
     const double keys = d == 256 ? 64 : 128;  // one padded tile, two consumer warpgroups of 64 rows
     EXPECT_DOUBLE_EQ(ks[0].work.tensor_flops, 4.0 * 2 * 4.0 * 64 * keys * double(d)) << "head dim " << d;
+    // 4 items, one an SM: one exposed round trip each, and with one Q buffer (256) its Q load's one more
+    EXPECT_DOUBLE_EQ(ks[0].sm_round_trips, d == 256 ? 2.0 : 1.0) << "head dim " << d;
   }
   a.head_dim = 80;  // charged as 96's loop: the same per-tile instruction counts
   const double fp32_80 = attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw)[0].work.fp32;

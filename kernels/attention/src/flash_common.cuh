@@ -187,11 +187,27 @@ struct Mma<__half> {
 };
 
 // 2^x on the SFU, flushing denormals (exp2f without fast-math adds a range fix-up per call). The
-// softmax only feeds it x <= 0 and needs no denormal results.
+// softmax feeds it x <= 0 (x <= 8 with the overlapped kernel's lazy maximum) and needs no denormal results.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
+}
+
+// This lane's scores of row `half` (s[n][2 half], s[n][2 half + 1]) turned in place into
+// P = 2^(s * scale_log2 - base); returns their sum.
+template <int NS>
+__device__ __forceinline__ float exp_row(float (&s)[NS][4], int half, float scale_log2, float base) {
+  float sum = 0.f;
+#pragma unroll
+  for (int n = 0; n < NS; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float pv = fast_exp2(s[n][2 * half + e] * scale_log2 - base);
+      s[n][2 * half + e] = pv;
+      sum += pv;
+    }
+  return sum;
 }
 
 // One online-softmax step over the score accumulators of one m16 tile (mma.sync's rows g and g + 8,
@@ -212,16 +228,7 @@ __device__ __forceinline__ void online_softmax_rows(float (&s)[NS][4], float (&m
     const float base = mx == -INFINITY ? 0.f : mx;
     alpha[half] = fast_exp2(m[half] - base);
     m[half] = mx;
-    float sum = 0.f;
-#pragma unroll
-    for (int n = 0; n < NS; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float pv = fast_exp2(s[n][2 * half + e] * scale_log2 - base);
-        s[n][2 * half + e] = pv;
-        sum += pv;
-      }
-    l[half] = l[half] * alpha[half] + sum;
+    l[half] = l[half] * alpha[half] + exp_row(s, half, scale_log2, base);
   }
 }
 

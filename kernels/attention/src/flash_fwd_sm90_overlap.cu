@@ -128,16 +128,7 @@ __device__ __forceinline__ bool lazy_softmax_rows(float (&s)[NS][4], float (&m)[
       moved = true;
     }
     const float base = m[half] == -INFINITY ? 0.f : m[half];  // a row with no key yet: every score is -inf
-    float sum = 0.f;
-#pragma unroll
-    for (int n = 0; n < NS; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float pv = fast_exp2(s[n][2 * half + e] * scale_log2 - base);
-        s[n][2 * half + e] = pv;
-        sum += pv;
-      }
-    l[half] = l[half] * alpha[half] + sum;
+    l[half] = l[half] * alpha[half] + exp_row(s, half, scale_log2, base);
   }
   return __any_sync(~0u, moved);
 }
