@@ -15,9 +15,9 @@
 //      j >= 1 it issues S_j = Q K_j^T and O += P_{j-1} V_{j-1} together, waits for S_j only
 //      (wait_group 1), masks and exponentiates S_j, waits for P V, then rescales O by alpha_j and
 //      packs P_j (O = alpha_j (O + P_{j-1} V_{j-1}): the order of the rounding steps changes, not
-//      the result's precision). ptxas, though, schedules the softmax after the second wait (see the
-//      loop), so what the SASS overlaps is the two products of a tile (one wait instead of two) and
-//      the other warpgroup's work, not a warpgroup's own softmax with its P V.
+//      the result's precision). The second wait sits in a basic block of its own (see the loop): ptxas
+//      hoists a wait to the top of its block, and beside the softmax it would order every exponential
+//      after the wait for P V.
 //   3. The softmax keeps a lazy reference maximum (lazy_softmax_rows): O is rescaled only on the tiles
 //      where a row's maximum grew past 256x its reference, not on every tile.
 //   K and V have separate ring barriers (2 stages each): at step j a warpgroup reads K_j and V_{j-1}
@@ -275,13 +275,20 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         if (j + 1 == n) warp_release(&q_empty[qb], lane);
         mask_scores<BN, kCausal>(s, j * BN, row0 + my_row, p.seq_k, offset, t);
         const bool moved = lazy_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
-        // In the PTX the softmax sits here, between the two waits; ptxas (nvcc 13.0) moves every
-        // exponential below the next wait (SASS: MUFU.EX2 after WARPGROUP.DEPBAR.LE gsb0, 0x0), with or
-        // without operand fences, so within a warpgroup the overlap is not realized yet (NOTES.md).
-        wgmma::wait<0>();
-        wgmma::fence_operand(acc_o);
+        // The wait for P V, in its own basic block: ptxas (nvcc 13.0) hoists WARPGROUP.DEPBAR to the top of
+        // the block that holds it, so with the wait beside the softmax every exponential landed after it
+        // (NOTES.md v7, v7c). Behind the lazy maximum's branch the softmax stays between the two waits and
+        // runs while P_{j-1} V_{j-1} occupies the tensor cores (wait_in_branch: the two arms' waits are
+        // different statements, so the compiler does not hoist them above the branch as common code).
+        if (moved) {
+          wgmma::wait_in_branch<0>();
+          wgmma::fence_operand(acc_o);
+          rescale_rows(tiles_of(acc_o), alpha);
+        } else {
+          wgmma::wait<0>();
+          wgmma::fence_operand(acc_o);
+        }
         warp_release(&empty_v[prev], lane);
-        if (moved) rescale_rows(tiles_of(acc_o), alpha);
         pack_p<T, BN>(pa, s);
       }
       // The last P V.

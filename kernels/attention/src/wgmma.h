@@ -97,6 +97,12 @@ __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// The same wait as a different statement (a PTX comment), for the arm of a branch whose other arm has wait():
+// the compiler keeps each in its arm instead of hoisting the two above the branch (flash_fwd_sm90_overlap.cu).
+template <int N>
+__device__ __forceinline__ void wait_in_branch() {
+  asm volatile("wgmma.wait_group.sync.aligned %0; // in a branch\n" ::"n"(N) : "memory");
+}
 // Registers read or written by wgmma must not be touched by other code between issue and wait:
 // this tells the compiler the accumulator array is in use.
 template <int N>
