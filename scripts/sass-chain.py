@@ -103,7 +103,7 @@ def steady_path(ins, lo, hi):
 def chain(path, smem, dram, mufu, read, wgmma_cycles, iterations):
     """Cycles per iteration of one warp in steady state, and the instructions per iteration."""
     sb = [[] for _ in range(6)]  # completion times pending on each scoreboard
-    wg_done = 0.0
+    wg_done, groups = 0.0, []  # the tensor pipe's last completion; the open wgmma groups' completions
     t, starts = 0.0, []
     for _ in range(iterations):
         starts.append(t)
@@ -126,11 +126,17 @@ def chain(path, smem, dram, mufu, read, wgmma_cycles, iterations):
                     if sb[b]:
                         t = max(t, max(sb[b]))
                         sb[b] = []
-            if op == "WARPGROUP" and "DEPBAR" in mods:
-                t = max(t, wg_done)
-            if op == "HGMMA":
+            if op == "WARPGROUP" and "DEPBAR" in mods:  # WARPGROUP.DEPBAR.LE gsb0, n: all but the last n groups
+                m = re.search(r"gsb0, (0x[0-9a-f]+|\d+)", args)
+                n = int(m.group(1), 0) if m else 0
+                if len(groups) > n:
+                    t = max(t, groups[len(groups) - n - 1])
+                    groups = groups[len(groups) - n:]
+            if op == "HGMMA":  # the tensor pipe runs the batches in order; gsb0 closes a group
                 m = re.search(r"(\d+)x(\d+)x(\d+)", mods + args)
                 wg_done = max(wg_done, t) + wgmma_cycles(int(m.group(2)))
+                if "gsb0" in args:
+                    groups.append(wg_done)
             issue = t
             t += max(1, stall)
             lat = smem if op in _SMEM else dram if op in _GLOBAL else mufu if op in _SLOW else read

@@ -30,23 +30,27 @@ constexpr LoopCounts kFlashD64Causal{12, 66, 196, 96, 32, 8, 82, 20};
 // attention/flash_fwd_sm90_overlap (.../attention/src/flash_fwd_sm90_overlap.cu.o, bf16): the tile loop,
 // which the item loop holds once, unrolled around it, so it is named by its start:
 //   scripts/sass-counts.py OBJ 'OverlapTileILi128EEELb0E13__nv_bfloat16' --loop 3390
-// (nvcc 13.0; d64 2ce0 / causal 31c0, d96 2ff0 / 34d0, d128 3390 / 3880, d256 3130 / 3410). One K/V tile
-// (128 keys; 64 at head dim 256, sim/kernels.h flash_overlap_block_n) for one consumer warpgroup, on the
-// steady path: O's rescale (head_dim / 2 FMULs a thread) is skipped there, as the lazy maximum skips it on
-// most tiles (the kernel's lazy_softmax_rows).
-constexpr LoopCounts kOverlapD64{12, 66, 166, 100, 32, 4, 91, 28};
-constexpr LoopCounts kOverlapD64Causal{12, 66, 166, 103, 32, 4, 91, 30};
-constexpr LoopCounts kOverlapD96{22, 66, 166, 99, 32, 4, 152, 32};
-constexpr LoopCounts kOverlapD96Causal{22, 66, 166, 102, 32, 4, 152, 34};
-constexpr LoopCounts kOverlapD128{16, 66, 166, 93, 32, 4, 106, 39};
-constexpr LoopCounts kOverlapD128Causal{16, 66, 166, 94, 32, 4, 108, 41};
-constexpr LoopCounts kOverlapD256{20, 34, 86, 61, 16, 4, 126, 56};
-constexpr LoopCounts kOverlapD256Causal{20, 34, 86, 62, 16, 4, 129, 58};
-// Its chain per tile for one warp (scripts/sass-chain.py, same loop, --warpgroups 2: a warpgroup's
-// products share the tensor cores with the other's): SM cycles.
-constexpr double kOverlapChainD64 = 2038, kOverlapChainD64Causal = 2047, kOverlapChainD96 = 2593,
-                 kOverlapChainD96Causal = 2600, kOverlapChainD128 = 3167, kOverlapChainD128Causal = 3177,
-                 kOverlapChainD256 = 2888, kOverlapChainD256Causal = 3021;
+// (nvcc 13.0; d64 2da0 / causal 3240, d96 2ff0 / 34d0, d128 3390 / 3880, d256 3130 / 3440). One K/V tile
+// (128 keys; 64 at head dim 256, sim/kernels.h flash_overlap_block_n) for one consumer warpgroup; the path
+// the scripts walk holds O's rescale (head_dim / 2 FMULs a thread), which the lazy maximum skips on most tiles.
+constexpr LoopCounts kOverlapD64{12, 66, 198, 100, 32, 4, 94, 28};
+constexpr LoopCounts kOverlapD64Causal{12, 66, 198, 104, 32, 4, 94, 30};
+constexpr LoopCounts kOverlapD96{22, 66, 214, 98, 32, 4, 152, 32};
+constexpr LoopCounts kOverlapD96Causal{22, 66, 214, 102, 32, 4, 152, 34};
+constexpr LoopCounts kOverlapD128{16, 66, 230, 92, 32, 4, 106, 39};
+constexpr LoopCounts kOverlapD128Causal{16, 66, 230, 93, 32, 4, 108, 41};
+constexpr LoopCounts kOverlapD256{20, 34, 214, 61, 16, 4, 126, 56};
+constexpr LoopCounts kOverlapD256Causal{20, 34, 214, 62, 16, 4, 129, 58};
+// Its chain per tile for one warp (scripts/sass-chain.py, same loop, --warpgroups 2 --tensor-flops-per-clk
+// 3268): SM cycles. The softmax of S_j runs while P_{j-1} V_{j-1} is in flight (the chain waits for each
+// wgmma group as WARPGROUP.DEPBAR.LE gsb0, n names it), so the chain is the warpgroup's two products back to
+// back plus the P V wait's tail: the products at the SM's measured matmul rate (788.6 TFLOP/s bf16, the
+// ceilings file: 4096 x 788.6 / 989.4 FLOP a tensor clock) shared with the other warpgroup. At the datasheet
+// rate (4096) the chains are 1522 / 1795 / 2211 / 2211; before the softmax moved between the waits (7602a85)
+// they were 2038 / 2593 / 3167 / 2888 at the datasheet rate.
+constexpr double kOverlapChainD64 = 1663, kOverlapChainD64Causal = 1674, kOverlapChainD96 = 2079,
+                 kOverlapChainD96Causal = 2079, kOverlapChainD128 = 2772, kOverlapChainD128Causal = 2772,
+                 kOverlapChainD256 = 2772, kOverlapChainD256Causal = 2772;
 // attention/decode (inferlab_kernels.dir/attention/src/decode.cu.o, head dim 128, 8 or 4 warps
 // alike): one 16-token K/V tile for one warp; MT = m16 tiles of query heads (1: up to 16, 2: 32).
 constexpr LoopCounts kDecodeMt1{32, 10, 88, 353, 4, 43, 6, 17};
@@ -293,7 +297,18 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   // attention_prefill_d64, 72 points): 4 round trips an item, as flash_sm90: worst 58% (seq 512, d64,
   // predicted slow); a chain step and no round trip: 29% fast; this: 23.7%.
   const double items_per_sm = double(ceil_div(flash_items(s), int64_t(hw.sm_count)));
-  k.cta_cycles = chain * wg_tiles / 2.0 / double(k.ctas) + chain * items_per_sm;
+  // A tile pair (both warpgroups' tiles) takes the chain, or the tensor cores' and the SFU's work one after the
+  // other if that is longer: the products at the measured matmul rate, then the exponentials at 16 a clock. The
+  // composition is what the four head dims measured (2026-11-24, the softmax between the waits; seq 16384, not
+  // causal, at the 1.755 GHz the cycles are counted in): per tile pair
+  // d64 / 96 / 128 / 256 took 2262 / 2776 / 3138 / 2740 cycles against tensor + SFU 2340 / 2982 / 3624 / 3112
+  // and the chain 1663 / 2079 / 2772 / 2772: the SFU does not hide under the other warpgroup's products as the
+  // ping-pong intends (why is not named; kernels/attention/NOTES.md v7c).
+  const double pair_flops = 2.0 * 4.0 * 64.0 * double(bn) * double(s.head_dim);
+  const double pair_s = pair_flops / (hw.matmul_peak(dtype) / double(hw.sm_count)) +
+                        2.0 * 128.0 * c.mufu / hw.pipes.mufu_lanes / hw.pipes.sm_clock_hz;
+  const double step = std::max(chain, pair_s * hw.pipes.sm_clock_hz);
+  k.cta_cycles = step * wg_tiles / 2.0 / double(k.ctas) + chain * items_per_sm;
   k.sm_round_trips = items_per_sm;
   // One Q buffer (head dim 256, sim/kernels.h): the producer loads the next item's Q only once the consumers
   // have released the buffer, after the item's last S, so per item that load stands exposed: one more round

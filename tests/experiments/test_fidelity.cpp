@@ -49,13 +49,13 @@ constexpr FamilyBound kBounds[] = {
     // cuDNN at s >= 2048), 0.36 at s = 512 causal; lowered back to 0.25 the same day, with the head-dim-64 points
     // (attention_prefill_d64) beside: an item's exposed cost is one tile's chain and one round trip, not
     // flash_sm90's four dependent steps (sim/src/kernels.cpp flash_sm90_overlapped).
-    // Reset again on 2026-11-24 (later): the overlapped kernel changed (the lazy maximum: 1.05-1.10x at head dim
-    // 256, d128 and d64 re-measured) and gained head dims 96 and 256 (attention_prefill_d96, _d256): 144 points.
-    // Worst the d96 MHA seq-4096 point, bimodal in its repeats (median 0.936 ms, p10 0.868; GQA-2 and MQA 0.82).
-    {"flash prefill", 0.28,
-     "d96 MHA at seq 4096 (bimodal repeats) 27% and d96 elsewhere ~12% fast (its P V is two products a k-step, "
-     "n64 + n32: not in the chain's cost); d64 at long sequences up to 22% fast; the item hand-off's exposed "
-     "round trip is not named"},
+    // Reset again on 2026-11-24 (later): the overlapped kernel changed (the lazy maximum, then the softmax between
+    // the two waits: 1.05-1.15x at head dim 256) and gained head dims 96 and 256 (attention_prefill_d96, _d256): 144
+    // points; 0.28 with the chain alone, 0.23 with a tile pair's tensor and SFU work serialized (sim/src/kernels.cpp
+    // flash_sm90_overlapped).
+    {"flash prefill", 0.23,
+     "d128 causal at seq 8192-16384 predicted ~22% slow (tensor + SFU serialized overstates d128: 3624 cycles a "
+     "tile pair against 3138 measured); d256 at seq 16384 15% slow; the item hand-off's exposed round trip is not named"},
     {"decode plain", 0.17,
      "GQA-8 at batch 8, 8k-32k (64 CTAs, one per SM) predicted ~12-16% fast: they reach 2.55 TB/s, not the 3.03 "
      "the model lets 64 SMs reach, and the cause is not named; MQA at 1k ~10% fast (the epilogue's stores)"},
@@ -63,8 +63,8 @@ constexpr FamilyBound kBounds[] = {
      "MQA at batch 1, 4k-8k (16-32 pieces of 256 tokens) predicted ~15% fast: each CTA's fixed cost (two round "
      "trips, two tiles, the warps' merge with its bank-conflicted O stores, the fence and counter) and the last "
      "piece's merge leave ~3 us unnamed"},
-    {"naive prefill", 0.20, "softmax_rows at short rows: per-row latency under load (round trips at the loaded DRAM latency); "
-                            "measured again on 2026-11-24 with the kernel unchanged: 0.16 -> 0.20 between runs"},
+    {"naive prefill", 0.21, "softmax_rows at short rows: per-row latency under load (round trips at the loaded DRAM latency); "
+                            "measured again on 2026-11-24 with the kernel unchanged: 0.16 -> 0.20 -> 0.201 between runs"},
     {"linear bf16", 0.26, "cuBLAS at 1024x4096, m = 64: a library kernel's fixed cost (its grid is not declared); "
                           "measured again on 2026-11-24 with the library unchanged: 0.23 -> 0.25 between runs"},
     {"linear fp8", 0.22, "cuBLASLt fixed cost at 1024x4096, as bf16; the 8192^3 GEMM 20-21% (measured again on 2026-11-24, "

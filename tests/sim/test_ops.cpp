@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "inferlab/sim/error.h"
@@ -286,6 +287,34 @@ TEST(Ops, OverlappedFlashTilesFollowTheTileTable) {
   const double fp32_80 = attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw)[0].work.fp32;
   a.head_dim = 96;
   EXPECT_DOUBLE_EQ(fp32_80, attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw)[0].work.fp32);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// The overlapped flash kernel's tile pair (sim/src/kernels.cpp flash_sm90_overlapped): the chain, or the tensor
+// cores' and the SFU's work one after the other where that is longer, as at head dim 64 (66 exponentials a thread a
+// tile against 128-key products of 64 columns): a long sequence's CTA time is its tile pairs at tensor + SFU.
+TEST(Ops, OverlappedFlashTilePairSerializesTensorAndSfuWhereLonger) {
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  AttentionShape a;
+  a.batch = 1;
+  a.heads = 16;
+  a.kv_heads = 16;
+  a.head_dim = 64;
+  a.new_tokens = 16384;
+  a.causal = false;
+  const KernelLaunch k = attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw)[0];
+  const double pairs = 16.0 * 128 * 128 / double(k.ctas);  // 128 query blocks x 128 key tiles x 16 heads
+  const double tensor = 2.0 * 4 * 64 * 128 * 64 / (hw.matmul_peak(DType::bf16) / hw.sm_count);
+  const double sfu = 2.0 * 128 * 66 / hw.pipes.mufu_lanes / hw.pipes.sm_clock_hz;
+  const double items = std::ceil(16.0 * 128 / hw.sm_count);
+  const double per_pair = (k.cta_cycles / hw.pipes.sm_clock_hz - items * 1663 / hw.pipes.sm_clock_hz) / pairs;
+  EXPECT_NEAR(per_pair, tensor + sfu, 1e-3 * (tensor + sfu));
+  EXPECT_GT(per_pair * hw.pipes.sm_clock_hz, 1663.0);  // longer than the chain
 }
 
 }  // namespace
