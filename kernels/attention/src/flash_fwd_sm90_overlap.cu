@@ -50,7 +50,6 @@ struct OverlapTile {
   static constexpr int BN = flash_overlap_block_n(D);           // keys a tile
   static constexpr int DS = flash_overlap_stored_columns(D);    // columns stored: whole 64-column atoms
   static constexpr int Q_BUFS = flash_overlap_q_buffers(D);     // Q buffers across items
-  static constexpr int FMA_EXP_EVERY = flash_overlap_fma_exp_every(D);  // every n-th score tile's 2^x on FMA
   static constexpr int CONSUMERS = 256, THREADS = CONSUMERS + 128;  // 2 consumer warpgroups + 1 producer
   static constexpr int CONSUMER_WARPS = CONSUMERS / 32;
   // Ping-pong (turn_wait): measured on the H100 against the same kernel without it, MHA d128 16k tokens,
@@ -102,35 +101,6 @@ __device__ __forceinline__ void warp_release(uint64_t* bar, int lane) {
   if (lane == 0) mbar_arrive(bar);
 }
 
-// 2^x on the FMA and integer pipes, for a share of the exponentials (FlashAttention-4): x = j + f with j =
-// round(x) (the 1.5 * 2^23 trick leaves j in r's low mantissa bits) and f in [-0.5, 0.5]; 2^f by a degree-3
-// minimax polynomial (relative error 7.5e-5, under a 16-bit P's rounding: 2^-9 bf16, 2^-11 fp16), 2^j added to
-// its exponent field (r's bits shifted by 23 are j's, mod 2^32). x below -125 (masked scores: -inf) gives 0, as
-// ex2.approx.ftz flushes. 9 instructions (3 FADD, 3 FFMA, LEA, FSETP, FSEL) against one MUFU.EX2.
-__device__ __forceinline__ float exp2_fma(float x) {
-  const float r = x + 12582912.f;
-  const float f = x - (r - 12582912.f);
-  const float p = fmaf(fmaf(fmaf(0.0551716691f, f, 0.242611122f), f, 0.693260985f), f, 0.999928074f);
-  const float y = __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
-  return x < -125.f ? 0.f : y;
-}
-
-// exp_row (flash_common.cuh) with every kEvery-th n-tile's exponentials on exp2_fma instead of the SFU.
-template <int kEvery, int NS>
-__device__ __forceinline__ float exp_row_shared(float (&s)[NS][4], int half, float scale_log2, float base) {
-  float sum = 0.f;
-#pragma unroll
-  for (int n = 0; n < NS; ++n)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float x = s[n][2 * half + e] * scale_log2 - base;
-      const float pv = kEvery > 0 && n % kEvery == kEvery - 1 ? exp2_fma(x) : fast_exp2(x);
-      s[n][2 * half + e] = pv;
-      sum += pv;
-    }
-  return sum;
-}
-
 // The online softmax with a lazy reference maximum (FlashAttention-4's conditional rescaling): a row's
 // exponentials are taken against m, the largest score seen when m last moved, and m moves only when the
 // tile's maximum exceeds it by more than kRescaleLog2 (log2 units), so P <= 2^kRescaleLog2 = 256 (exact in
@@ -140,7 +110,7 @@ __device__ __forceinline__ float exp_row_shared(float (&s)[NS][4], int half, flo
 // rows that did not move). After a row's first tiles its maximum rarely grows by 256x, so most tiles skip the
 // head_dim / 2 multiplies per thread that flash_fwd_sm90.cu spends on every tile.
 constexpr float kRescaleLog2 = 8.f;
-template <int kFmaEvery, int NS>
+template <int NS>
 __device__ __forceinline__ bool lazy_softmax_rows(float (&s)[NS][4], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                   float scale_log2) {
   bool moved = false;
@@ -158,7 +128,7 @@ __device__ __forceinline__ bool lazy_softmax_rows(float (&s)[NS][4], float (&m)[
       moved = true;
     }
     const float base = m[half] == -INFINITY ? 0.f : m[half];  // a row with no key yet: every score is -inf
-    l[half] = l[half] * alpha[half] + exp_row_shared<kFmaEvery>(s, half, scale_log2, base);
+    l[half] = l[half] * alpha[half] + exp_row(s, half, scale_log2, base);
   }
   return __any_sync(~0u, moved);
 }
@@ -286,7 +256,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
       warp_release(&empty_k[stage], lane);
       if (n == 1) warp_release(&q_empty[qb], lane);
       mask_scores<BN, kCausal>(s, 0, row0 + my_row, p.seq_k, offset, t);
-      lazy_softmax_rows<Cfg::FMA_EXP_EVERY>(tiles_of(s), m_i, l_i, alpha, p.scale_log2);  // O is zero: nothing to rescale
+      lazy_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);  // O is zero: nothing to rescale
       pack_p<T, BN>(pa, s);
 
       for (int j = 1; j < n; ++j) {
@@ -304,7 +274,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         warp_release(&empty_k[stage], lane);
         if (j + 1 == n) warp_release(&q_empty[qb], lane);
         mask_scores<BN, kCausal>(s, j * BN, row0 + my_row, p.seq_k, offset, t);
-        const bool moved = lazy_softmax_rows<Cfg::FMA_EXP_EVERY>(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
+        const bool moved = lazy_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
         // The wait for P V, in its own basic block: ptxas (nvcc 13.0) hoists WARPGROUP.DEPBAR to the top of
         // the block that holds it, so with the wait beside the softmax every exponential landed after it
         // (NOTES.md v7, v7c). Behind the lazy maximum's branch the softmax stays between the two waits and

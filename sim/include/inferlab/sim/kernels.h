@@ -122,8 +122,6 @@ constexpr bool flash_overlap_head_dim_supported(int64_t head_dim) {
 constexpr int flash_overlap_block_n(int64_t head_dim) { return head_dim > 128 ? 64 : 128; }
 constexpr int flash_overlap_q_buffers(int64_t head_dim) { return head_dim > 128 ? 1 : 2; }
 constexpr int flash_overlap_stored_columns(int64_t head_dim) { return int((head_dim + 63) / 64 * 64); }
-// Every n-th 8-key tile of scores exponentiated on the FMA pipe instead of the SFU (0: none).
-constexpr int flash_overlap_fma_exp_every(int64_t head_dim) { return head_dim > 128 ? 0 : 4; }
 constexpr int64_t flash_overlap_smem_bytes(int64_t head_dim) {
   return (int64_t(flash_overlap_q_buffers(head_dim)) * 128 + 4 * int64_t(flash_overlap_block_n(head_dim))) *
              flash_overlap_stored_columns(head_dim) * 2 +
