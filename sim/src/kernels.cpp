@@ -302,8 +302,9 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   // composition is what the four head dims measured (2026-11-24, the softmax between the waits; seq 16384, not
   // causal, at the 1.755 GHz the cycles are counted in): per tile pair
   // d64 / 96 / 128 / 256 took 2262 / 2776 / 3138 / 2740 cycles against tensor + SFU 2340 / 2982 / 3624 / 3112
-  // and the chain 1663 / 2079 / 2772 / 2772: the SFU does not hide under the other warpgroup's products as the
-  // ping-pong intends (why is not named; kernels/attention/NOTES.md v7c).
+  // and the chain 1663 / 2079 / 2772 / 2772. The SFU as the mechanism was tested and is not it: a quarter of the
+  // exponentials moved to the FMA pipe (d51cdbf, reverted) predicted 7-12% faster by this sum measured 0-7% slower
+  // (kernels/attention/NOTES.md v7e). So the sum stands in for a cost of the tile pair that is not named yet.
   const double pair_flops = 2.0 * 4.0 * 64.0 * double(bn) * double(s.head_dim);
   const double pair_s = pair_flops / (hw.matmul_peak(dtype) / double(hw.sm_count)) +
                         2.0 * 128.0 * c.mufu / hw.pipes.mufu_lanes / hw.pipes.sm_clock_hz;
