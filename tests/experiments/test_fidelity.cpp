@@ -52,10 +52,11 @@ constexpr FamilyBound kBounds[] = {
     // Reset again on 2026-11-24 (later): the overlapped kernel changed (the lazy maximum, then the softmax between
     // the two waits: 1.05-1.15x at head dim 256) and gained head dims 96 and 256 (attention_prefill_d96, _d256): 144
     // points; 0.28 with the chain alone, 0.23 with a tile pair's tensor and SFU work serialized (sim/src/kernels.cpp
-    // flash_sm90_overlapped).
-    {"flash prefill", 0.23,
-     "d128 causal at seq 8192-16384 predicted ~22% slow (tensor + SFU serialized overstates d128: 3624 cycles a "
-     "tile pair against 3138 measured); d256 at seq 16384 15% slow; the item hand-off's exposed round trip is not named"},
+    // flash_sm90_overlapped); 0.21 with the softmax's partial maxima and sums (measured again, 2026-11-24).
+    {"flash prefill", 0.21,
+     "d128 at seq 8192-16384 predicted up to 21% slow (the tensor + SFU sum, a stand-in for the softmax's "
+     "dependency chain that ncu shows, overstates d128); d256 at seq 16384 15% slow; the item hand-off's exposed "
+     "round trip is not named"},
     {"decode plain", 0.17,
      "GQA-8 at batch 8, 8k-32k (64 CTAs, one per SM) predicted ~12-16% fast: they reach 2.55 TB/s, not the 3.03 "
      "the model lets 64 SMs reach, and the cause is not named; MQA at 1k ~10% fast (the epilogue's stores)"},
