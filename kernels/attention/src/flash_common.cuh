@@ -195,19 +195,23 @@ __device__ __forceinline__ float fast_exp2(float x) {
 }
 
 // This lane's scores of row `half` (s[n][2 half], s[n][2 half + 1]) turned in place into
-// P = 2^(s * scale_log2 - base); returns their sum.
-template <int NS>
+// P = 2^(s * scale_log2 - base); returns their sum, taken as kSums independent partial sums (a dependency
+// chain of adds kSums times shorter; the order of the fp32 additions changes, not their precision).
+template <int kSums = 1, int NS>
 __device__ __forceinline__ float exp_row(float (&s)[NS][4], int half, float scale_log2, float base) {
-  float sum = 0.f;
+  static_assert(kSums == 1 || kSums == 2 || kSums == 4, "one, two or four partial sums");
+  float sum[kSums] = {};
 #pragma unroll
   for (int n = 0; n < NS; ++n)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const float pv = fast_exp2(s[n][2 * half + e] * scale_log2 - base);
       s[n][2 * half + e] = pv;
-      sum += pv;
+      sum[(2 * n + e) % kSums] += pv;
     }
-  return sum;
+  if constexpr (kSums == 4) return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+  else if constexpr (kSums == 2) return sum[0] + sum[1];
+  else return sum[0];
 }
 
 // One online-softmax step over the score accumulators of one m16 tile (mma.sync's rows g and g + 8,

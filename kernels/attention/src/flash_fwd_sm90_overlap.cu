@@ -101,22 +101,6 @@ __device__ __forceinline__ void warp_release(uint64_t* bar, int lane) {
   if (lane == 0) mbar_arrive(bar);
 }
 
-// exp_row (flash_common.cuh) summing into 4 independent partial sums: the row sum's chain of dependent adds a
-// quarter as long (the order of the fp32 additions changes, not their precision).
-template <int NS>
-__device__ __forceinline__ float exp_row_sums4(float (&s)[NS][4], int half, float scale_log2, float base) {
-  float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int n = 0; n < NS; ++n)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float pv = fast_exp2(s[n][2 * half + e] * scale_log2 - base);
-      s[n][2 * half + e] = pv;
-      sum[(2 * n + e) % 4] += pv;
-    }
-  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
-}
-
 // The online softmax with a lazy reference maximum (FlashAttention-4's conditional rescaling): a row's
 // exponentials are taken against m, the largest score seen when m last moved, and m moves only when the
 // tile's maximum exceeds it by more than kRescaleLog2 (log2 units), so P <= 2^kRescaleLog2 = 256 (exact in
@@ -147,7 +131,7 @@ __device__ __forceinline__ bool lazy_softmax_rows(float (&s)[NS][4], float (&m)[
       moved = true;
     }
     const float base = m[half] == -INFINITY ? 0.f : m[half];  // a row with no key yet: every score is -inf
-    l[half] = l[half] * alpha[half] + exp_row_sums4(s, half, scale_log2, base);
+    l[half] = l[half] * alpha[half] + exp_row<4>(s, half, scale_log2, base);
   }
   return __any_sync(~0u, moved);
 }
