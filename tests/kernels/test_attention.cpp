@@ -33,6 +33,11 @@ struct Case {
   int64_t batch, heads, kv_heads, seq_q, seq_k, head_dim;
   bool causal;
   FlashOptions flash{};  // the flash rung (the naive variant ignores it)
+  // > 0: key j scaled by 1 + j * ramp and odd query rows zero, so that along the keys the even rows' scores grow
+  // (their running maximum moves, tile after tile at a fast ramp, after several tiles at a slow one) and the odd
+  // rows' stay 0 (theirs never moves): the lazy maximum's rescale, with rows of one warp that move and rows that do
+  // not. Random N(0, 1) inputs never move it past tile 0.
+  float ramp = 0.f;
 };
 
 std::string describe(const Case& c) {
@@ -102,8 +107,20 @@ void run_case(const Case& c, std::mt19937_64& rng) {
   const std::size_t nq = std::size_t(c.batch * c.seq_q * c.heads * c.head_dim);
   const std::size_t nkv = std::size_t(c.batch * c.seq_k * c.kv_heads * c.head_dim);
   const std::size_t nl = std::size_t(c.batch * c.heads * c.seq_q);
-  const auto q = testing::random_values<DT>(nq, rng), k = testing::random_values<DT>(nkv, rng),
-             v = testing::random_values<DT>(nkv, rng);
+  auto q = testing::random_values<DT>(nq, rng), k = testing::random_values<DT>(nkv, rng);
+  const auto v = testing::random_values<DT>(nkv, rng);
+  if (c.ramp > 0) {
+    for (std::size_t i = 0; i < nkv; ++i) {
+      const int64_t key = int64_t(i) / (c.kv_heads * c.head_dim) % c.seq_k;
+      k.dev[i] = Tr::from_float(k.f[i] * (1.f + float(key) * c.ramp));
+      k.f[i] = Tr::to_float(k.dev[i]);
+    }
+    for (std::size_t i = 0; i < nq; ++i)
+      if (int64_t(i) / (c.heads * c.head_dim) % c.seq_q % 2 == 1) {
+        q.dev[i] = Tr::from_float(0.f);
+        q.f[i] = 0.f;
+      }
+  }
 
   std::vector<float> ref(nq), ref_lse(nl), base(nq), base_lse(nl);
   attention_reference(p, q.f.data(), k.f.data(), v.f.data(), ref.data(), ref_lse.data());
@@ -258,6 +275,28 @@ TEST(AttentionGpu, OverlappedKernelHeadDims96And256) {
       }
 }
 
+// The lazy maximum's rescale (flash_fwd_sm90_overlap.cu lazy_softmax_rows): inputs whose scores grow along the keys
+// in even rows and stay 0 in odd ones (Case::ramp), so that within a warpgroup some rows move their reference and
+// others keep it (alpha 1), fast (every tile) and slow (P up to 256 between moves); every head dim, both dtypes,
+// causal and not, every flash rung (the naive variant too).
+TEST(AttentionGpu, LazyMaximumMovesAndStays) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  const std::vector<int64_t> dims =
+      automatic_is_overlapped() ? std::vector<int64_t>{64, 96, 128, 256} : std::vector<int64_t>{64, 128};
+  for (int64_t d : dims)
+    for (float ramp : {1.f / 16, 1.f / 256})
+      for (Case c : {Case{DType::bf16, 1, 4, 2, 1031, 1031, d, true}, Case{DType::fp16, 1, 2, 2, 700, 700, d, false}}) {
+        c.ramp = ramp;
+        for (const FlashOptions& f : testing::flash_rungs(3)) {
+          if (f.mma_tile != MmaTile::planned) continue;
+          if ((d == 96 || d == 256) && f.kernel != FlashKernel::overlapped) continue;
+          c.flash = f;
+          run(c, rng);
+        }
+      }
+}
+
 // Two streams launching the persistent kernel at once: each launch has its own work counter, so both
 // outputs equal what each gives alone (the kernel is deterministic: bit for bit).
 TEST(AttentionGpu, ConcurrentStreamsDoNotShareTheWorkCounter) {
@@ -359,6 +398,10 @@ TEST(Attention, BadShapesAreRejectedBeforeLaunch) {
   };
   p.head_dim = 80;
   expect("unsupported head dim 80");
+  p.head_dim = 128;
+  p.scale = -1.f;
+  expect("scale must be positive");
+  p.scale = 0.f;
   p.head_dim = 192;
   expect("unsupported head dim 192");
   p.head_dim = 128;

@@ -148,6 +148,9 @@ void validate_shape(const AttentionParams& p, AttentionVariant variant) {
   // 128, flash_fwd.cu check_options says so).
   if (!flash_overlap_head_dim_supported(p.head_dim))
     throw Error("attention: unsupported head dim " + std::to_string(p.head_dim) + " (supported: 64, 96, 128, 256)");
+  if (!(p.scale >= 0.f) || std::isinf(p.scale))  // the flash kernels scale a row's maximum, not each score
+    throw Error("attention: scale must be positive and finite, or 0 for 1 / sqrt(head_dim) (got " +
+                std::to_string(p.scale) + ")");
   if (p.batch <= 0 || p.heads <= 0 || p.kv_heads <= 0 || p.seq_q <= 0 || p.seq_k <= 0)
     throw Error("attention: batch, heads, kv_heads, seq_q and seq_k must be positive");
   if (p.heads % p.kv_heads != 0)

@@ -57,9 +57,10 @@ struct AttentionParams {
   int64_t kv_heads = 1;       // must divide heads
   int64_t seq_q = 1;
   int64_t seq_k = 1;
-  int64_t head_dim = 128;     // 64 or 128
+  int64_t head_dim = 128;     // 64, 96, 128 or 256; 96 and 256 on the overlapped rung only (another rung refuses
+                              // them at launch, before any kernel runs)
   bool causal = false;        // bottom-right aligned: query i sees keys j <= i + seq_k - seq_q
-  float scale = 0.f;          // 0: 1 / sqrt(head_dim)
+  float scale = 0.f;          // 0: 1 / sqrt(head_dim); else positive and finite
 
   const void* q = nullptr;    // [batch, seq_q, heads, head_dim]
   const void* k = nullptr;    // [batch, seq_k, kv_heads, head_dim]
