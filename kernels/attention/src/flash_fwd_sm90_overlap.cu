@@ -106,8 +106,8 @@ __device__ __forceinline__ void warp_release(uint64_t* bar, int lane) {
 // tile's maximum exceeds it by more than kRescaleLog2 (log2 units), so P <= 2^kRescaleLog2 = 256 (exact in
 // fp32 sums, the same relative rounding in 16-bit P). The softmax is the same function of any reference: O and
 // l share it and the epilogue divides one by the other; the log-sum-exp is m + log2(l) as before. Returns
-// whether any of this thread's rows moved its reference: where any row of the warpgroup did (warpgroup_any), O is
-// rescaled by alpha (1 in rows that did not move). After a row's first tiles its maximum rarely grows by 256x, so most tiles skip the
+// whether any of this thread's rows moved its reference: where any row of the warp did, O is rescaled by alpha (1
+// in rows that did not move). After a row's first tiles its maximum rarely grows by 256x, so most tiles skip the
 // head_dim / 2 multiplies per thread that flash_fwd_sm90.cu spends on every tile.
 constexpr float kRescaleLog2 = 8.f;
 template <int NS>
@@ -134,20 +134,6 @@ __device__ __forceinline__ bool lazy_softmax_rows(float (&s)[NS][4], float (&m)[
     l[half] = l[half] * alpha[half] + exp_row<4>(s, half, scale_log2, base);
   }
   return moved;
-}
-
-// Whether p holds in any thread of warpgroup wg: a reduction on named barrier 3 + wg over its 128 threads (1 + wg
-// are the ping-pong turns). The branch it decides holds a wgmma.wait_group in each arm, and every thread of a
-// warpgroup must execute the same wait (PTX ISA, wgmma.wait_group .aligned): a warp's own vote would let two warps
-// of one warpgroup take different arms.
-__device__ __forceinline__ bool warpgroup_any(bool p, int wg) {
-  uint32_t r;
-  asm volatile(
-      "{\n.reg .pred pi, po;\nsetp.ne.u32 pi, %1, 0;\nbar.red.or.pred po, %2, 128, pi;\nselp.u32 %0, 1, 0, po;\n}\n"
-      : "=r"(r)
-      : "r"(uint32_t(p)), "r"(3 + wg)
-      : "memory");
-  return r != 0;
 }
 
 template <class Cfg, bool kCausal, class T>
@@ -291,20 +277,17 @@ __global__ void __launch_bounds__(Cfg::THREADS, 1)
         warp_release(&empty_k[stage], lane);
         if (j + 1 == n) warp_release(&q_empty[qb], lane);
         mask_scores<BN, kCausal>(s, j * BN, row0 + my_row, p.seq_k, offset, t);
-        const bool moved = warpgroup_any(lazy_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2), wg);
-        // The wait for P V, in its own basic block: ptxas (nvcc 13.0) hoists WARPGROUP.DEPBAR to the top of
-        // the block that holds it, so with the wait beside the softmax every exponential landed after it
-        // (NOTES.md v7, v7c). Behind the lazy maximum's branch the softmax stays between the two waits and
-        // runs while P_{j-1} V_{j-1} occupies the tensor cores (wait_in_branch: the two arms' waits are
-        // different statements, so the compiler does not hoist them above the branch as common code).
-        if (moved) {
-          wgmma::wait_in_branch<0>();
-          wgmma::fence_operand(acc_o);
-          rescale_rows(tiles_of(acc_o), alpha);
-        } else {
-          wgmma::wait<0>();
-          wgmma::fence_operand(acc_o);
-        }
+        const bool moved = lazy_softmax_rows(tiles_of(s), m_i, l_i, alpha, p.scale_log2);
+        // The wait for P V, in a basic block of its own: ptxas (nvcc 13.0) hoists WARPGROUP.DEPBAR to the top of
+        // the block that holds it, so with the wait beside the softmax every exponential landed after it (NOTES.md
+        // v7, v7d). The branch that makes the block is on the tile's parity, the same in every thread of the
+        // warpgroup, so the whole warpgroup executes the same wgmma.wait_group as PTX requires (.aligned); its two
+        // arms are different statements (wait_in_branch) so that the compiler does not hoist them above it as
+        // common code. The rescale after it is per warp (`moved` is the warp's vote), with no wgmma in it.
+        if (j & 1) wgmma::wait_in_branch<0>();
+        else wgmma::wait<0>();
+        wgmma::fence_operand(acc_o);
+        if (__any_sync(~0u, moved)) rescale_rows(tiles_of(acc_o), alpha);
         warp_release(&empty_v[prev], lane);
         pack_p<T, BN>(pa, s);
       }
