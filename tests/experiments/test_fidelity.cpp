@@ -52,8 +52,9 @@ constexpr FamilyBound kBounds[] = {
     // Reset again on 2026-11-24 (later): the overlapped kernel changed (the lazy maximum, then the softmax between
     // the two waits: 1.05-1.15x at head dim 256) and gained head dims 96 and 256 (attention_prefill_d96, _d256): 144
     // points; 0.28 with the chain alone, 0.23 with a tile pair's tensor and SFU work serialized (sim/src/kernels.cpp
-    // flash_sm90_overlapped); 0.21 with the softmax's partial maxima and sums (measured again, 2026-11-24).
-    {"flash prefill", 0.21,
+    // flash_sm90_overlapped); 0.21 with the softmax's partial maxima and sums, 0.22 after the wait's branch moved to
+    // the tile's parity (the kernel changed again; measured again the same day).
+    {"flash prefill", 0.22,
      "d128 at seq 8192-16384 predicted up to 21% slow (the tensor + SFU sum, a stand-in for the softmax's "
      "dependency chain that ncu shows, overstates d128); d256 at seq 16384 15% slow; the item hand-off's exposed "
      "round trip is not named"},
