@@ -312,9 +312,9 @@ TEST(Ops, OverlappedFlashTilePairSerializesTensorAndSfuWhereLonger) {
   const double tensor = 2.0 * 4 * 64 * 128 * 64 / (hw.matmul_peak(DType::bf16) / hw.sm_count);
   const double sfu = 2.0 * 128 * 66 / hw.pipes.mufu_lanes / hw.pipes.sm_clock_hz;
   const double items = std::ceil(16.0 * 128 / hw.sm_count);
-  const double per_pair = (k.cta_cycles / hw.pipes.sm_clock_hz - items * 1663 / hw.pipes.sm_clock_hz) / pairs;
+  const double per_pair = (k.cta_cycles / hw.pipes.sm_clock_hz - items * 1690 / hw.pipes.sm_clock_hz) / pairs;
   EXPECT_NEAR(per_pair, tensor + sfu, 1e-3 * (tensor + sfu));
-  EXPECT_GT(per_pair * hw.pipes.sm_clock_hz, 1663.0);  // longer than the chain
+  EXPECT_GT(per_pair * hw.pipes.sm_clock_hz, 1690.0);  // longer than the chain (kOverlapChainD64)
 }
 
 }  // namespace
