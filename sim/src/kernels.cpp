@@ -216,6 +216,9 @@ namespace {
 // The persistent flash kernels' work items: (query block of 128 rows, batch x head).
 int64_t flash_items(const AttentionShape& s) { return ceil_div(s.new_tokens, int64_t(128)) * s.batch * s.heads; }
 
+// Tensor FLOPs of one warpgroup's tile: S = Q K^T and O += P V over its 64 query rows and bn keys at head dim d.
+double flash_wg_tile_flops(int64_t bn, int64_t d) { return 4.0 * 64.0 * double(bn) * double(d); }
+
 // K/V tiles of bn keys over all items (query blocks of 128 rows) of the shape, each counted twice: two
 // consumer warpgroups an item tile. Causal items stop at their last row's diagonal.
 double flash_wg_tiles(const AttentionShape& s, int64_t bn) {
@@ -245,7 +248,7 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   k.ctas = std::min<int64_t>(items, hw.sm_count);
   k.ctas_per_sm = 1;
   k.work = work_of(c, 128.0 * wg_tiles);
-  k.work.tensor_flops = wg_tiles * 4.0 * 64.0 * double(BN) * double(s.head_dim);
+  k.work.tensor_flops = wg_tiles * flash_wg_tile_flops(BN, s.head_dim);
   k.work.tensor_dtype = dtype;
   k.startup_round_trips = 2;
   // Between one item's last tile and the next item's first product, four dependent steps: the
@@ -255,13 +258,6 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   return k;
 }
 
-// The overlapped flash kernel (flash_fwd_sm90_overlap.cu): the schedule, tiles and items of
-// flash_sm90; the two consumer warpgroups take turns issuing their products (ping-pong), so one's
-// softmax runs while the other's products occupy the tensor cores: the pipes overlap. What does not
-// overlap is each warpgroup's own chain through a tile: its products (S_j issued with P_{j-1} V_{j-1})
-// and its softmax, which the SASS places after the wait for both products (ptxas sinks every
-// exponential below WARPGROUP.DEPBAR.LE gsb0, 0x0: kernels/attention/NOTES.md). A CTA's time is its
-// item tiles one after another at that chain (sass-chain.py), or the SM's pipes if they take longer.
 // The tile loop of the overlapped kernel at a head dim it has; a head dim it does not have (a model's, in the
 // analytic tables) is charged as the next larger one it has.
 struct OverlapLoop {
@@ -277,6 +273,12 @@ OverlapLoop overlap_loop(int64_t head_dim, bool causal) {
   return {causal ? &kOverlapD256Causal : &kOverlapD256, causal ? kOverlapChainD256Causal : kOverlapChainD256, 256};
 }
 
+// The overlapped flash kernel (flash_fwd_sm90_overlap.cu): the schedule, tiles and items of
+// flash_sm90, its tile by head dim from sim/kernels.h; the two consumer warpgroups take turns issuing their
+// products (ping-pong), and within a warpgroup the softmax of S_j runs while P_{j-1} V_{j-1} is in flight (the wait
+// for P V in a block of its own: kernels/attention/NOTES.md v7d). A CTA's time is its item tiles, a tile pair at a
+// time, at the larger of the loop's chain (sass-chain.py) and the stand-in below, or the SM's pipes if they take
+// longer.
 KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const Hardware& hw) {
   KernelLaunch k = flash_sm90(s, dtype, hw);
   const OverlapLoop loop = overlap_loop(s.head_dim, s.causal);
@@ -284,7 +286,7 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   const double chain = loop.chain;
   const int64_t bn = flash_overlap_block_n(loop.head_dim);  // sim/kernels.h: 64 keys at 256, else 128
   const double wg_tiles = flash_wg_tiles(s, bn);
-  const double tensor_flops = wg_tiles * 4.0 * 64.0 * double(bn) * double(s.head_dim);
+  const double tensor_flops = wg_tiles * flash_wg_tile_flops(bn, s.head_dim);
   k.kernel = "flash_fwd_overlap_kernel";
   k.composition = Composition::overlapped;
   k.work = work_of(c, 128.0 * wg_tiles);
@@ -303,10 +305,10 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   // composition is what the four head dims measured (2026-11-24, the softmax between the waits; seq 16384, not
   // causal, at the 1.755 GHz the cycles are counted in): per tile pair
   // d64 / 96 / 128 / 256 took 2262 / 2776 / 3138 / 2740 cycles against tensor + SFU 2340 / 2982 / 3624 / 3112
-  // and the chain 1663 / 2079 / 2772 / 2772. The SFU as the mechanism was tested and is not it: a quarter of the
+  // and the chain 1690 / 2079 / 2772 / 2772. The SFU as the mechanism was tested and is not it: a quarter of the
   // exponentials moved to the FMA pipe (d51cdbf, reverted) predicted 7-12% faster by this sum measured 0-7% slower
   // (kernels/attention/NOTES.md v7e). So the sum stands in for a cost of the tile pair that is not named yet.
-  const double pair_flops = 2.0 * 4.0 * 64.0 * double(bn) * double(s.head_dim);
+  const double pair_flops = 2.0 * flash_wg_tile_flops(bn, s.head_dim);
   const double pair_s = pair_flops / (hw.matmul_peak(dtype) / double(hw.sm_count)) +
                         2.0 * 128.0 * c.mufu / hw.pipes.mufu_lanes / hw.pipes.sm_clock_hz;
   const double step = std::max(chain, pair_s * hw.pipes.sm_clock_hz);

@@ -199,7 +199,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // chain of adds kSums times shorter; the order of the fp32 additions changes, not their precision).
 template <int kSums = 1, int NS>
 __device__ __forceinline__ float exp_row(float (&s)[NS][4], int half, float scale_log2, float base) {
-  static_assert(kSums == 1 || kSums == 2 || kSums == 4, "one, two or four partial sums");
+  static_assert(kSums == 1 || kSums == 4, "one or four partial sums");
   float sum[kSums] = {};
 #pragma unroll
   for (int n = 0; n < NS; ++n)
@@ -210,7 +210,6 @@ __device__ __forceinline__ float exp_row(float (&s)[NS][4], int half, float scal
       sum[(2 * n + e) % kSums] += pv;
     }
   if constexpr (kSums == 4) return (sum[0] + sum[1]) + (sum[2] + sum[3]);
-  else if constexpr (kSums == 2) return sum[0] + sum[1];
   else return sum[0];
 }
 
