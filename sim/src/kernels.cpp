@@ -483,8 +483,9 @@ int weight_only_m_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ?
 
 int weight_only_k_warps(int64_t m, int64_t n, int64_t kb, int64_t max_row_tiles) {
   const int64_t groups = kb / 128;
+  if (m != 1) return 1;
   for (int s = 8; s > 1; s /= 2)
-    if (m * s <= 8 && groups % s == 0 && ceil_div(n, 128 / s) <= max_row_tiles) return s;
+    if (groups % s == 0 && ceil_div(n, 128 / s) <= max_row_tiles) return s;
   return 1;
 }
 
@@ -540,7 +541,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   // mma. Tiles (measured reasons: kernels/gemm/NOTES.md): m_tiles: tokens padded to 8, 16, 32 or 64; the
   // block's k range a multiple of 128 that divides k, small enough that X's rows, int4's scales and the warps'
   // partial sums leave room for blocks_per_sm blocks in the SM's 227 KB; k_warps (weight_only_k_warps) warps
-  // share a row tile where m <= 4 and one block along k (no atomics) gives a grid of at least half the SMs,
+  // share a row tile where m = 1 and one block along k (no atomics) gives a grid of at least half the SMs,
   // or warps of at most two rounds of loads (kDepth chunks a round): a smaller grid pays its DRAM round trip
   // per round, which only short warps amortize better than the split-k write-out's round trips (measured:
   // 1024 x 4096 at m = 1, 64 blocks of 8-chunk warps, 7.1 us against split-k's 8.0; the model predicts

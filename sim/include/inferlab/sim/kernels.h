@@ -258,13 +258,13 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true);
 int weight_only_m_tiles(int64_t m);
 // mma: the warps that share a 16-row tile along k (1, 2, 4 or 8) for m tokens, n rows and a block's k range:
-// as many as divide its 128-column groups, at most 8 / m, with at most max_row_tiles row tiles (blocks along n:
-// one wave). Every block stages X's m rows of its k range once, so the L2 reads of X are m x 2 bytes per block
-// row-column against the weight's 0.5 (int4): with 128 / k_warps rows a block, m x k_warps / 32 of int4's
-// weight bytes; at most 8 / m keeps that at a quarter. Measured on the H100 (kernels/gemm/NOTES.md w4:
-// scripts/probes/weight_stream.cu and bench_gemm): at m = 1 the split-k write-out (atomics, fence, counter,
-// read-back) cost 2.5-4 us a launch that summing in shared memory saves; more blocks than one wave cost
-// int4 14336 x 4096 at m = 1 21.8 us against 18.0 (each block's scales and X are a round trip before its loop).
+// at m = 1 as many as divide its 128-column groups with at most max_row_tiles row tiles (blocks along n: one
+// wave), else 1. Measured on the H100 (kernels/gemm/NOTES.md w4: scripts/probes/weight_stream.cu, bench_gemm
+// and the compression run): at m = 1 the split-k write-out (atomics, fence, counter, read-back) costs 2.5-4 us
+// a launch in the probe, and summing in shared memory instead took int8 14336 x 4096 from 26.5 to 25.6 us,
+// int4 4096 x 4096 from 11.0 to 9.5; more blocks than one wave cost int4 14336 x 4096 21.8 us against 18.0
+// (each block's scales and X are a round trip before its loop); at m = 2 and 4 (4 and 2 warps a tile) int4
+// 14336 x 4096 took 20.3 / 20.2 us against split-k's 18.5 / 18.9 (not understood), so m > 1 keeps split-k.
 int weight_only_k_warps(int64_t m, int64_t n, int64_t k_per_block, int64_t max_row_tiles);
 // mma: the block's shared memory: X's m rows (padded by 16 bytes), int4's scales and group sums of X, and
 // the partial sums of the warps that share a tile.
