@@ -491,7 +491,7 @@ int weight_only_k_warps(int64_t m, int64_t n, int64_t kb, int64_t max_row_tiles)
 
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps) {
   const int64_t block_rows = 128 / k_warps;
-  return m * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
+  return (k_warps > 1 ? m : 8 * mt) * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
          (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0);
 }
 
@@ -541,11 +541,13 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   // mma. Tiles (measured reasons: kernels/gemm/NOTES.md): m_tiles: tokens padded to 8, 16, 32 or 64; the
   // block's k range a multiple of 128 that divides k, small enough that X's rows, int4's scales and the warps'
   // partial sums leave room for blocks_per_sm blocks in the SM's 227 KB; k_warps (weight_only_k_warps) warps
-  // share a row tile where m = 1 and one block along k (no atomics) gives a grid of at least half the SMs,
-  // or warps of at most two rounds of loads (kDepth chunks a round): a smaller grid pays its DRAM round trip
-  // per round, which only short warps amortize better than the split-k write-out's round trips (measured:
-  // 1024 x 4096 at m = 1, 64 blocks of 8-chunk warps, 7.1 us against split-k's 8.0; the model predicts
-  // 4096 x 4096 int8 at m = 4, 64 blocks of 64-chunk warps, 20.6 us against split-k's 13.6 measured). Else
+  // share a row tile where m = 1 and one block along k (no atomics) fills at least half the block slots (SMs x
+  // blocks_per_sm), or its warps have at most two rounds of loads (kDepth chunks a round): a smaller grid
+  // pays its DRAM round trip per round, which only short warps amortize better than the split-k write-out's
+  // round trips (measured at m = 1, us, shared against split-k: 1024 x 4096 int4, 64 blocks of 8-chunk warps,
+  // 6.9 against 8.0; 4096 x 4096 int4, 256 of 8, 9.7 against 11.0; 4096 x 14336 int4, 256 of 28, 18.4
+  // against 17.7; the model predicts 4096 x 4096 int8 at m = 4 with 2 warps a tile, 64 blocks of 64-chunk
+  // warps, 20.6 us against split-k's 13.6 measured). Else
   // every warp its own 16 rows and split_k the most blocks (row tiles x split_k) that still run in ONE wave
   // at the blocks per SM the registers allow (the plan before k_warps, measured in NOTES.md w2-w3).
   plan.m_tiles = weight_only_m_tiles(m);
@@ -561,7 +563,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   const int64_t chunks_alone = k / k_warps(1) / (f == WeightFormat::int4 ? 64 : 32);  // a warp's chunks, split 1
   const int depth = plan.m_tiles == 1 ? 6 : plan.m_tiles == 2 ? 8 : plan.m_tiles == 4 ? 8 : 4;  // weight_only.cu
   if (fits(1) && k_warps(1) > 1 &&
-      (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= sm_count || chunks_alone <= 2 * depth)) {
+      (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= capacity || chunks_alone <= 2 * depth)) {
     split = 1;  // no atomics: the warps of a tile sum in shared memory
     warps = k_warps(1);
   }

@@ -292,8 +292,8 @@ TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
 
 // The mma kernel's grid (sim/kernels.h weight_only_k_warps): at m = 1 the warps of a 16-row tile share one
 // block's whole k range (no split-k atomics) with as many warps a tile as keep the grid within one wave
-// (4 blocks an SM); a grid under half the SMs only for warps of at most two rounds of loads; m > 1 keeps
-// split-k with every warp its own rows; the shared memory the plan checks holds X's m rows only.
+// (4 blocks an SM); a grid under half the block slots only for warps of at most two rounds of loads; m > 1
+// keeps split-k with every warp its own rows.
 TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   auto plan = [](WeightFormat f, int64_t m, int64_t n, int64_t k) {
     return plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::mma);
@@ -302,10 +302,10 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   EXPECT_EQ(gate.k_warps, 4);
   EXPECT_EQ(gate.split_k, 1);
   EXPECT_EQ(gate.ctas, 14336 / 32);
-  const WeightOnlyPlan down = plan(WeightFormat::int8, 1, 4096, 14336);
-  EXPECT_EQ(down.k_warps, 8);
+  const WeightOnlyPlan down = plan(WeightFormat::int8, 1, 14336, 4096);
+  EXPECT_EQ(down.k_warps, 4);
   EXPECT_EQ(down.split_k, 1);
-  EXPECT_EQ(down.ctas, 4096 / 16);
+  EXPECT_EQ(down.ctas, 14336 / 32);
   const WeightOnlyPlan kv = plan(WeightFormat::int4, 1, 1024, 4096);  // 64 blocks of 8-chunk warps
   EXPECT_EQ(kv.k_warps, 8);
   EXPECT_EQ(kv.ctas, 64);
@@ -317,7 +317,10 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   EXPECT_EQ(weight_only_k_warps(1, 4096, 512, 528), 4);
   EXPECT_EQ(weight_only_k_warps(2, 4096, 4096, 528), 1);
   EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 1, 1, 4096, 8), (4096 + 8) * 2 + 8 * 32 * 4 * 4);
-  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int4, 3, 1, 1024, 1), 3 * (1024 + 8) * 2 + 8 * (128 + 8) * 4);
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int4, 3, 1, 1024, 1), 8 * (1024 + 8) * 2 + 8 * (128 + 8) * 4);
+  // 4096 x 14336 int4: 256 blocks of 28-chunk warps would fill under half the 528 slots: split-k.
+  EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).k_warps, 1);
+  EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 4096).k_warps, 8);  // 256 blocks of 8-chunk warps
 }
 
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead

@@ -121,10 +121,11 @@ template <WeightFormat F, int MT>
 __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel(const __grid_constant__ WoParams p) {
   constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT>();
   extern __shared__ __align__(128) unsigned char smem[];
-  // [X: m rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]][sums [8][4 MT][32]]
+  // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]][sums [8][4 MT][32]]
   const int KB = p.k_per_block, S = p.k_warps, BR = kBlockRows / S;
+  const int XR = S > 1 ? 1 : MP;  // X's rows staged: shared tiles run at m = 1 (sim/kernels.h weight_only_k_warps)
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
-  uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + p.m * (KB + 8) * 2);
+  uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + XR * (KB + 8) * 2);
   float* xsum = reinterpret_cast<float*>(ssz + (KB / 128) * BR);
   float* sums = F == WeightFormat::int4 ? xsum + (KB / 128) * MP : reinterpret_cast<float*>(ssz);
 
@@ -151,9 +152,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
 
   // 2. X[0:m, k0:k0+KB] and int4's scales of the range into shared memory (requested after the weight's first
   // chunks: before them measured the same for int4 and 8% slower for int8 at m = 1, NOTES.md w4).
-  for (int i = threadIdx.x; i < p.m * (KB / 8); i += kThreads) {
+  for (int i = threadIdx.x; i < XR * (KB / 8); i += kThreads) {  // rows past m zero
     const int r = i / (KB / 8), c8 = i % (KB / 8);
-    cp_async_16(xs + xs_index(r, c8 * 8, KB), p.x + int64_t(r) * p.k + k0 + c8 * 8, true);
+    const bool ok = r < p.m;
+    cp_async_16(xs + xs_index(r, c8 * 8, KB), p.x + int64_t(ok ? r : 0) * p.k + k0 + c8 * 8, ok);
   }
   if constexpr (F == WeightFormat::int4) {
     const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
@@ -194,10 +196,12 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
 #pragma unroll
   for (int nt = 0; nt < MT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   float grp_acc[MT][4];  // int4: the current group's sums of (128 + q) x
-  // ldmatrix address of this lane: row 8·nt + lane % 8 (past m: row m - 1), columns 8 · (lane / 8) on from
-  // the step's k.
+  // ldmatrix address of this lane: row 8·nt + lane % 8, columns 8 · (lane / 8) on from the step's k. With one
+  // row staged (shared tiles, m = 1) every lane reads row 0: a column of B reaches only its own column of
+  // the products, and the columns past m are not stored.
+  const int lane_row = XR == 1 ? 0 : (lane & 7);
   auto b_frag = [&](uint32_t (&b)[4], int nt, int kc) {
-    ldmatrix_x4(b, xs + xs_index(min(8 * nt + (lane & 7), p.m - 1), kc + 8 * (lane >> 3), KB));
+    ldmatrix_x4(b, xs + xs_index(8 * nt + lane_row, kc + 8 * (lane >> 3), KB));
   };
 
   if (active) {

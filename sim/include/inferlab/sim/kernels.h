@@ -266,8 +266,8 @@ int weight_only_m_tiles(int64_t m);
 // (each block's scales and X are a round trip before its loop); at m = 2 and 4 (4 and 2 warps a tile) int4
 // 14336 x 4096 took 20.3 / 20.2 us against split-k's 18.5 / 18.9 (not understood), so m > 1 keeps split-k.
 int weight_only_k_warps(int64_t m, int64_t n, int64_t k_per_block, int64_t max_row_tiles);
-// mma: the block's shared memory: X's m rows (padded by 16 bytes), int4's scales and group sums of X, and
-// the partial sums of the warps that share a tile.
+// mma: the block's shared memory: X's rows (padded by 16 bytes; m = 1 with shared tiles, else 8·m_tiles, the
+// rows past m zero), int4's scales and group sums of X, and the partial sums of the warps that share a tile.
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int m_tiles, int64_t k_per_block, int k_warps);
 // wgmma: the blocks that share row tile `tile` (1: it is summed in registers and stored by one block).
 int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int64_t k);
