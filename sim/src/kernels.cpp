@@ -542,11 +542,11 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   // block's k range a multiple of 128 that divides k, small enough that X's rows, int4's scales and the warps'
   // partial sums leave room for blocks_per_sm blocks in the SM's 227 KB; k_warps (weight_only_k_warps) warps
   // share a row tile where m = 1 and one block along k (no atomics) fills at least half the block slots (SMs x
-  // blocks_per_sm), or its warps have at most two rounds of loads (kDepth chunks a round): a smaller grid
+  // blocks_per_sm), or its warps have at most three rounds of loads (kDepth chunks a round): a smaller grid
   // pays its DRAM round trip per round, which only short warps amortize better than the split-k write-out's
   // round trips (measured at m = 1, us, shared against split-k: 1024 x 4096 int4, 64 blocks of 8-chunk warps,
-  // 6.9 against 8.0; 4096 x 4096 int4, 256 of 8, 9.7 against 11.0; 4096 x 14336 int4, 256 of 28, 18.4
-  // against 17.7; the model predicts 4096 x 4096 int8 at m = 4 with 2 warps a tile, 64 blocks of 64-chunk
+  // 6.9 against 8.0; 4096 x 4096 int4, 256 of 8, 9.7 against 11.0; int8 256 of 16, 11.0 against 12.5-12.8;
+  // 4096 x 14336 int4, 256 of 28, 18.4 against 17.7; the model predicts 4096 x 4096 int8 at m = 4 with 2 warps a tile, 64 blocks of 64-chunk
   // warps, 20.6 us against split-k's 13.6 measured). Else
   // every warp its own 16 rows and split_k the most blocks (row tiles x split_k) that still run in ONE wave
   // at the blocks per SM the registers allow (the plan before k_warps, measured in NOTES.md w2-w3).
@@ -563,7 +563,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   const int64_t chunks_alone = k / k_warps(1) / (f == WeightFormat::int4 ? 64 : 32);  // a warp's chunks, split 1
   const int depth = plan.m_tiles == 1 ? 6 : plan.m_tiles == 2 ? 8 : plan.m_tiles == 4 ? 8 : 4;  // weight_only.cu
   if (fits(1) && k_warps(1) > 1 &&
-      (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= capacity || chunks_alone <= 2 * depth)) {
+      (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= capacity || chunks_alone <= 3 * depth)) {
     split = 1;  // no atomics: the warps of a tile sum in shared memory
     warps = k_warps(1);
   }

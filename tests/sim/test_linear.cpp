@@ -292,7 +292,7 @@ TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
 
 // The mma kernel's grid (sim/kernels.h weight_only_k_warps): at m = 1 the warps of a 16-row tile share one
 // block's whole k range (no split-k atomics) with as many warps a tile as keep the grid within one wave
-// (4 blocks an SM); a grid under half the block slots only for warps of at most two rounds of loads; m > 1
+// (4 blocks an SM); a grid under half the block slots only for warps of at most three rounds of loads; m > 1
 // keeps split-k with every warp its own rows.
 TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   auto plan = [](WeightFormat f, int64_t m, int64_t n, int64_t k) {
@@ -321,6 +321,7 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   // 4096 x 14336 int4: 256 blocks of 28-chunk warps would fill under half the 528 slots: split-k.
   EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).k_warps, 1);
   EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 4096).k_warps, 8);  // 256 blocks of 8-chunk warps
+  EXPECT_EQ(plan(WeightFormat::int8, 1, 4096, 4096).k_warps, 8);  // 256 blocks of 16-chunk warps
 }
 
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead

@@ -117,13 +117,17 @@ constexpr int min_blocks() { return MT == 1 ? 4 : 2; }
 template <int MT>
 constexpr int depth() { return MT == 1 ? 6 : MT == 8 ? 4 : 8; }
 
-template <WeightFormat F, int MT>
+// kShared: the warps of a tile share the block's k range (p.k_warps of them, m = 1: sim/kernels.h
+// weight_only_k_warps); without it every warp has its own 16 rows, and the code is the kernel's before
+// shared tiles (w3: its SASS unchanged).
+template <WeightFormat F, int MT, bool kShared>
 __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel(const __grid_constant__ WoParams p) {
+  static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
   constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT>();
+  constexpr int XR = kShared ? 1 : MP;  // X's rows staged (past m zero)
   extern __shared__ __align__(128) unsigned char smem[];
   // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]][sums [8][4 MT][32]]
-  const int KB = p.k_per_block, S = p.k_warps, BR = kBlockRows / S;
-  const int XR = S > 1 ? 1 : MP;  // X's rows staged: shared tiles run at m = 1 (sim/kernels.h weight_only_k_warps)
+  const int KB = p.k_per_block, S = kShared ? p.k_warps : 1, BR = kShared ? kBlockRows / S : kBlockRows;
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
   uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + XR * (KB + 8) * 2);
   float* xsum = reinterpret_cast<float*>(ssz + (KB / 128) * BR);
@@ -167,7 +171,22 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
   __syncthreads();
-  if constexpr (F == WeightFormat::int4) {  // each group's sum of X per token (see the group's end)
+  if constexpr (F == WeightFormat::int4 && !kShared) {  // each group's sum of X per token (see the group's end)
+    for (int i = threadIdx.x; i < (KB / 128) * MP; i += kThreads) {
+      const int grp = i / MP, r = i % MP;
+      const uint4* src = reinterpret_cast<const uint4*>(xs + xs_index(r, grp * 128, KB));
+      float sum = 0.f;
+#pragma unroll 4
+      for (int j = 0; j < 16; ++j) {
+        const uint4 v = src[j];
+        for (uint32_t w : {v.x, v.y, v.z, v.w}) sum += __uint_as_float(w << 16) + __uint_as_float(w & 0xffff0000u);
+      }
+      xsum[i] = sum;
+    }
+    __syncthreads();
+  }
+
+  if constexpr (F == WeightFormat::int4 && kShared) {  // each group's sum of X (see the group's end)
     // Eight threads a (group, token): 16 columns each, summed across the eight by shuffles (a block's whole k
     // range of groups is summed before its loop: one thread a group was a 128-add chain, 0.9 us at k = 14336).
     const int groups = KB / 128;
@@ -199,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
   // ldmatrix address of this lane: row 8·nt + lane % 8, columns 8 · (lane / 8) on from the step's k. With one
   // row staged (shared tiles, m = 1) every lane reads row 0: a column of B reaches only its own column of
   // the products, and the columns past m are not stored.
-  const int lane_row = XR == 1 ? 0 : (lane & 7);
+  const int lane_row = kShared ? 0 : (lane & 7);
   auto b_frag = [&](uint32_t (&b)[4], int nt, int kc) {
     ldmatrix_x4(b, xs + xs_index(8 * nt + lane_row, kc + 8 * (lane >> 3), KB));
   };
@@ -291,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
   }
 
   // 4. The S warps of a tile: slices 1..S-1 leave their sums in shared memory, slice 0 adds them.
-  if (S > 1) {
+  if (kShared && S > 1) {
     if (slice > 0)
 #pragma unroll
       for (int nt = 0; nt < MT; ++nt)
@@ -340,9 +359,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
 int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
 
 
-template <WeightFormat F, int MT>
+template <WeightFormat F, int MT, bool kShared = false>
 void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
-  auto kernel = weight_only_kernel<F, MT>;
+  auto kernel = weight_only_kernel<F, MT, kShared>;
   const int smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps));
   static KernelSmem attr;
   attr.ensure(kernel, smem, "linear (weight-only)");
@@ -355,7 +374,7 @@ void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
 template <WeightFormat F>
 void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
   switch (plan.m_tiles) {
-    case 1: return launch<F, 1>(wp, plan, stream);
+    case 1: return plan.k_warps > 1 ? launch<F, 1, true>(wp, plan, stream) : launch<F, 1>(wp, plan, stream);
     case 2: return launch<F, 2>(wp, plan, stream);
     case 4: return launch<F, 4>(wp, plan, stream);
     default: return launch<F, 8>(wp, plan, stream);
