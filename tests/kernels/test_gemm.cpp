@@ -87,6 +87,12 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
   run_case(WeightFormat::int8, 1, 1040, 512, 8);
   run_case(WeightFormat::sparse24, 1, 528, 768, 9);
   run_case(WeightFormat::int4, 1, 1040, 512, 10);
+  // One tile a block (8 warps a tile: each stages its own slice of X and its scales): 6 int4 groups a warp (the
+  // second pass of the group sums half used), one, and 2:4's slices.
+  run_case(WeightFormat::int4, 1, 528, 6144, 21);
+  run_case(WeightFormat::int8, 1, 528, 1024, 22);
+  run_case(WeightFormat::sparse24, 1, 528, 2048, 23);
+  run_case(WeightFormat::int4, 1, 528, 1024, 24);
   run_case(WeightFormat::int8, 16, 1024, 4096, 6);
   run_case(WeightFormat::sparse24, 64, 4096, 1536, 7);
 }

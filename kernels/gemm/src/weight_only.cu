@@ -117,11 +117,16 @@ constexpr int min_blocks() { return MT == 1 ? 4 : 2; }
 template <int MT>
 constexpr int depth() { return MT == 1 ? 6 : MT == 8 ? 4 : 8; }
 
-// kShared: the warps of a tile share the block's k range (p.k_warps of them, m = 1: sim/kernels.h
-// weight_only_k_warps); without it every warp has its own 16 rows, and the code is the kernel's before
-// shared tiles (w3: its SASS unchanged).
-template <WeightFormat F, int MT, bool kShared>
+// Share::none: every warp has its own 16 rows (the kernel before shared tiles, w3: its SASS unchanged). Share::block:
+// the warps of a tile share the block's k range (p.k_warps of them, m = 1: sim/kernels.h weight_only_k_warps), X and
+// int4's scales staged by the block. Share::warp: one tile a block (k_warps = 8), each warp stages its own slice of X
+// and its scales ahead of its weight and waits for them alone (no block barrier before the loop: int4 4096 x 4096
+// 9.8 -> 8.9 us, 2:4 11.9 -> 11.1, 1024 x 4096 every format ~0.5 us faster; the same staging with two tiles a block,
+// 14336 x 4096, measured 15-20% SLOWER in every variant tried, not understood: kernels/gemm/NOTES.md w5).
+enum class Share { none, block, warp };
+template <WeightFormat F, int MT, Share kShare>
 __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel(const __grid_constant__ WoParams p) {
+  constexpr bool kShared = kShare != Share::none, kWarpStaged = kShare == Share::warp;
   static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
   constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT>();
   constexpr int XR = kShared ? 1 : MP;  // X's rows staged (past m zero)
@@ -138,6 +143,20 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
   const int row_tile = blockIdx.x, row0 = row_tile * BR + tile * 16;
   const int k0 = blockIdx.y * KB, kw0 = slice * (KB / S), chunks = KB / S / C;  // kw0: from k0
   const bool active = row0 < p.n;
+
+  // 0. Share::warp (S = 8, one tile, every warp active): this warp's slice of X and its groups' scales, ahead of
+  // its weight (a few hundred bytes, not queued behind the block's first chunks).
+  if constexpr (kWarpStaged) {
+    for (int i = lane; i < KB / S / 8; i += 32) cp_async_16(xs + kw0 + i * 8, p.x + k0 + kw0 + i * 8, true);
+    if constexpr (F == WeightFormat::int4) {
+      const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
+      for (int i = lane; i < KB / S / 128 * 4; i += 32) {  // 16 rows x its groups: 4 copies a group
+        const int grp = kw0 / 128 + i / 4, r4 = (i % 4) * 4, row = row0 + r4;
+        cp_async_16(ssz + grp * BR + r4, sg + int64_t(k0 / 128 + grp) * p.n + min(row, p.n - 4), row < p.n);
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
 
   // 1. The weight: this warp's chunks are contiguous from (row0 / 16, (k0 + kw0) / C).
   const uint4* wp = p.w + (int64_t(row0 / 16) * (p.k / C) + (k0 + kw0) / C) * kUint4PerChunk + lane;
@@ -156,21 +175,26 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
 
   // 2. X[0:m, k0:k0+KB] and int4's scales of the range into shared memory (requested after the weight's first
   // chunks: before them measured the same for int4 and 8% slower for int8 at m = 1, NOTES.md w4).
-  for (int i = threadIdx.x; i < XR * (KB / 8); i += kThreads) {  // rows past m zero
-    const int r = i / (KB / 8), c8 = i % (KB / 8);
-    const bool ok = r < p.m;
-    cp_async_16(xs + xs_index(r, c8 * 8, KB), p.x + int64_t(ok ? r : 0) * p.k + k0 + c8 * 8, ok);
-  }
-  if constexpr (F == WeightFormat::int4) {
-    const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
-    for (int i = threadIdx.x; i < (KB / 128) * (BR / 4); i += kThreads) {
-      const int grp = i / (BR / 4), r4 = (i % (BR / 4)) * 4;
-      const int row = row_tile * BR + r4;
-      cp_async_16(ssz + grp * BR + r4, sg + int64_t(k0 / 128 + grp) * p.n + min(row, p.n - 4), row < p.n);
+  if constexpr (!kWarpStaged) {
+    for (int i = threadIdx.x; i < XR * (KB / 8); i += kThreads) {  // rows past m zero
+      const int r = i / (KB / 8), c8 = i % (KB / 8);
+      const bool ok = r < p.m;
+      cp_async_16(xs + xs_index(r, c8 * 8, KB), p.x + int64_t(ok ? r : 0) * p.k + k0 + c8 * 8, ok);
     }
+    if constexpr (F == WeightFormat::int4) {
+      const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
+      for (int i = threadIdx.x; i < (KB / 128) * (BR / 4); i += kThreads) {
+        const int grp = i / (BR / 4), r4 = (i % (BR / 4)) * 4;
+        const int row = row_tile * BR + r4;
+        cp_async_16(ssz + grp * BR + r4, sg + int64_t(k0 / 128 + grp) * p.n + min(row, p.n - 4), row < p.n);
+      }
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+  } else {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncwarp();
   }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-  __syncthreads();
   if constexpr (F == WeightFormat::int4 && !kShared) {  // each group's sum of X per token (see the group's end)
     for (int i = threadIdx.x; i < (KB / 128) * MP; i += kThreads) {
       const int grp = i / MP, r = i % MP;
@@ -186,7 +210,29 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
     __syncthreads();
   }
 
-  if constexpr (F == WeightFormat::int4 && kShared) {  // each group's sum of X (see the group's end)
+  if constexpr (F == WeightFormat::int4 && kWarpStaged) {  // the warp's groups' sums of X (see the group's end)
+    // Eight lanes a group (16 columns each, summed by shuffles), four groups a pass; all eight lanes write the sum to
+    // the group's 8 token entries (every column of B is X's one row).
+    for (int g0 = 0; g0 < KB / S / 128; g0 += 4) {
+      const int grp = kw0 / 128 + g0 + lane / 8;
+      const bool mine = g0 + lane / 8 < KB / S / 128;
+      float lo = 0.f, hi = 0.f;
+      if (mine) {
+        const uint4* src = reinterpret_cast<const uint4*>(xs + grp * 128 + (lane % 8) * 16);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const uint4 v = src[j];
+          for (uint32_t w : {v.x, v.y, v.z, v.w}) lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
+        }
+      }
+      float sum = lo + hi;
+#pragma unroll
+      for (int o = 1; o < 8; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (mine) xsum[grp * MP + lane % 8] = sum;
+    }
+    __syncwarp();
+  }
+  if constexpr (F == WeightFormat::int4 && kShare == Share::block) {  // each group's sum of X (see the group's end)
     // Eight threads a (group, token): 16 columns each, summed across the eight by shuffles (a block's whole k
     // range of groups is summed before its loop: one thread a group was a 128-add chain, 0.9 us at k = 14336).
     const int groups = KB / 128;
@@ -359,9 +405,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
 int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
 
 
-template <WeightFormat F, int MT, bool kShared = false>
+template <WeightFormat F, int MT, Share kShare = Share::none>
 void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
-  auto kernel = weight_only_kernel<F, MT, kShared>;
+  auto kernel = weight_only_kernel<F, MT, kShare>;
   const int smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps));
   static KernelSmem attr;
   attr.ensure(kernel, smem, "linear (weight-only)");
@@ -374,7 +420,9 @@ void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
 template <WeightFormat F>
 void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
   switch (plan.m_tiles) {
-    case 1: return plan.k_warps > 1 ? launch<F, 1, true>(wp, plan, stream) : launch<F, 1>(wp, plan, stream);
+    case 1:
+      if (plan.k_warps == kWarps) return launch<F, 1, Share::warp>(wp, plan, stream);
+      return plan.k_warps > 1 ? launch<F, 1, Share::block>(wp, plan, stream) : launch<F, 1>(wp, plan, stream);
     case 2: return launch<F, 2>(wp, plan, stream);
     case 4: return launch<F, 4>(wp, plan, stream);
     default: return launch<F, 8>(wp, plan, stream);
