@@ -739,8 +739,16 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // They are taken at the loaded DRAM latency: the wave's other blocks' loads and atomics are still in flight.
   // (Before 2026-11-24 the memory term charged two startup round trips once, and none of the waves' write-outs:
   // the split-k points at m = 16 on 14336 x 4096, two waves, were predicted 20-24% fast.)
+  // The scaled formats wait once more per wave, beside the stream: int8's channel scales are loaded after the loop
+  // (SASS: two LDG.E.CONSTANT after the last HMMA, their FMULs before the write-out: a dependent round trip after the
+  // block's last chunk); int4's group scales are requested after the weight's first chunks (Share::none, ::block),
+  // so the barrier before the loop waits for them behind the wave's fill, and no refill leaves until then. 2:4 has
+  // neither. Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md w5): int4 at m = 1 on
+  // 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8; int8 9.9 -> 11.0
+  // against 11.1, 23.7 -> 24.9 against 25.8; every int4 and int8 mma point within 13% (median 3%). Share::warp
+  // requests int4's scales first and still measures this round trip more than 2:4: not named.
   kl.startup_round_trips = 0;
-  kl.wave_round_trips = kl.cta_round_trips;
+  kl.wave_round_trips = kl.cta_round_trips + (f == WeightFormat::sparse24 ? 0 : 1);
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's
