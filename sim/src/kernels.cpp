@@ -481,9 +481,18 @@ std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DTyp
 
 int weight_only_m_tiles(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 
-int64_t weight_only_smem_bytes(WeightFormat f, int mt, int64_t kb) {
-  constexpr int64_t kBlockRows = 128;
-  return 8 * mt * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (kBlockRows + 8 * mt) * 4 : 0);
+int weight_only_k_warps(int64_t m, int64_t n, int64_t kb, int64_t max_row_tiles) {
+  const int64_t groups = kb / 128;
+  if (m != 1) return 1;
+  for (int s = 8; s > 1; s /= 2)
+    if (groups % s == 0 && ceil_div(n, 128 / s) <= max_row_tiles) return s;
+  return 1;
+}
+
+int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps) {
+  const int64_t block_rows = 128 / k_warps;
+  return (k_warps > 1 ? m : 8 * mt) * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
+         (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0);
 }
 
 std::string weight_only_kernel_name(WeightOnlyKernel k) {
@@ -529,29 +538,45 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.k_per_block = 128;
     return plan;
   }
-  // mma. Tiles (measured reasons: kernels/gemm/NOTES.md): m_tiles: tokens padded to 8, 16, 32 or 64;
-  // split_k: the most blocks ((n / 128) x split_k) that still run in ONE wave at the blocks per SM
-  // the registers allow, each block's k range a multiple of 128 that divides k, small enough that
-  // the X tile and int4's scales leave room for those blocks in the SM's 227 KB of shared memory.
+  // mma. Tiles (measured reasons: kernels/gemm/NOTES.md): m_tiles: tokens padded to 8, 16, 32 or 64; the
+  // block's k range a multiple of 128 that divides k, small enough that X's rows, int4's scales and the warps'
+  // partial sums leave room for blocks_per_sm blocks in the SM's 227 KB; k_warps (weight_only_k_warps) warps
+  // share a row tile where m = 1 and one block along k (no atomics) fills at least half the block slots (SMs x
+  // blocks_per_sm), or its warps have at most three rounds of loads (kDepth chunks a round): a smaller grid
+  // pays its DRAM round trip per round, which only short warps amortize better than the split-k write-out's
+  // round trips (measured at m = 1, us, shared against split-k: 1024 x 4096 int4, 64 blocks of 8-chunk warps,
+  // 6.9 against 8.0; 4096 x 4096 int4, 256 of 8, 9.7 against 11.0; int8 256 of 16, 11.0 against 12.5-12.8;
+  // 4096 x 14336 int4, 256 of 28, 18.4 against 17.7; the model predicts 4096 x 4096 int8 at m = 4 with 2 warps a tile, 64 blocks of 64-chunk
+  // warps, 20.6 us against split-k's 13.6 measured). Else
+  // every warp its own 16 rows and split_k the most blocks (row tiles x split_k) that still run in ONE wave
+  // at the blocks per SM the registers allow (the plan before k_warps, measured in NOTES.md w2-w3).
   plan.m_tiles = weight_only_m_tiles(m);
   plan.blocks_per_sm = plan.m_tiles == 1 ? 4 : 2;
   const int64_t units = k / 128;
   const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / plan.blocks_per_sm - (1 << 10));
-  const int64_t max_kb = smem_budget / (weight_only_smem_bytes(f, plan.m_tiles, 1024) / 1024 + 1);
   const int64_t capacity = sm_count * plan.blocks_per_sm;
-  int64_t split = 0;
-  for (int64_t d = units; d >= 1; --d)
-    if (units % d == 0 && k / d <= max_kb && plan.row_tiles * d <= capacity) {
-      split = d;
-      break;
-    }
-  if (split == 0)
-    for (int64_t d = 1; d <= units; ++d)
-      if (units % d == 0 && k / d <= max_kb) {
-        split = d;
-        break;
-      }
+  auto k_warps = [&](int64_t d) { return weight_only_k_warps(m, n, k / d, std::max<int64_t>(1, capacity / d)); };
+  auto fits = [&](int64_t d) {
+    return units % d == 0 && weight_only_smem_bytes(f, m, plan.m_tiles, k / d, k_warps(d)) <= smem_budget;
+  };
+  int64_t split = 0, warps = 1;
+  const int64_t chunks_alone = k / k_warps(1) / (f == WeightFormat::int4 ? 64 : 32);  // a warp's chunks, split 1
+  const int depth = plan.m_tiles == 1 ? 6 : plan.m_tiles == 2 ? 8 : plan.m_tiles == 4 ? 8 : 4;  // weight_only.cu
+  if (fits(1) && k_warps(1) > 1 &&
+      (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= capacity || chunks_alone <= 3 * depth)) {
+    split = 1;  // no atomics: the warps of a tile sum in shared memory
+    warps = k_warps(1);
+  }
+  auto fits_alone = [&](int64_t d) {  // k_warps 1: every warp its own 16 rows of the block's range
+    return units % d == 0 && weight_only_smem_bytes(f, m, plan.m_tiles, k / d, 1) <= smem_budget;
+  };
+  for (int64_t d = units; d >= 1 && split == 0; --d)
+    if (fits_alone(d) && plan.row_tiles * d <= capacity) split = d;
+  for (int64_t d = 1; d <= units && split == 0; ++d)
+    if (fits_alone(d)) split = d;
   if (split == 0) split = units;
+  plan.k_warps = int(warps);
+  plan.row_tiles = ceil_div(n, kBlockRows / plan.k_warps);
   plan.split_k = int(split);
   plan.k_per_block = k / split;
   plan.ctas = plan.row_tiles * split;
@@ -682,9 +707,10 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
     kl.ctas_per_sm = 2;
     return {kl};
   }
-  // weight_only.cu: 8 warps of 16 weight rows per block, chunks of 512 packed bytes per warp
-  // streamed into registers (kDepth in flight) and dequantized into mma.sync; split-k partial sums
-  // by fp32 atomics, the last block of a row tile converts.
+  // weight_only.cu: 8 warps of 16 weight rows per block (k_warps of them to a tile, each over its share of
+  // the block's k range, summed in shared memory), chunks of 512 packed bytes per warp streamed into
+  // registers (kDepth in flight) and dequantized into mma.sync; split-k partial sums by fp32 atomics, the
+  // last block of a row tile converts.
   // The wgmma kernel exists on Hopper only (sm_90a), as the launcher decides on the device.
   const bool hopper = hw.architecture.rfind("Hopper", 0) == 0;
   const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper);
@@ -693,7 +719,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const int mi = plan.m_tiles == 1 ? 0 : plan.m_tiles == 2 ? 1 : plan.m_tiles == 4 ? 2 : 3;
   const WoLoop& lp = f == WeightFormat::int4 ? kWoInt4[mi] : f == WeightFormat::int8 ? kWoInt8[mi] : kWoSparse[mi];
   const double cols = f == WeightFormat::int4 ? 64 : 32;
-  const double chunks_per_warp = double(plan.k_per_block) / cols;
+  const double chunks_per_warp = double(plan.k_per_block) / plan.k_warps / cols;
   kl.kernel = "weight_only_kernel";
   kl.tensor = TensorPath::sm;
   kl.ctas = plan.row_tiles * plan.split_k;
@@ -713,8 +739,16 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // They are taken at the loaded DRAM latency: the wave's other blocks' loads and atomics are still in flight.
   // (Before 2026-11-24 the memory term charged two startup round trips once, and none of the waves' write-outs:
   // the split-k points at m = 16 on 14336 x 4096, two waves, were predicted 20-24% fast.)
+  // The scaled formats wait once more per wave, beside the stream: int8's channel scales are loaded after the loop
+  // (SASS: two LDG.E.CONSTANT after the last HMMA, their FMULs before the write-out: a dependent round trip after the
+  // block's last chunk); int4's group scales are requested after the weight's first chunks (Share::none, ::block),
+  // so the barrier before the loop waits for them behind the wave's fill, and no refill leaves until then. 2:4 has
+  // neither. Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md w5): int4 at m = 1 on
+  // 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8; int8 9.9 -> 11.0
+  // against 11.1, 23.7 -> 24.9 against 25.8; every int4 and int8 mma point within 13% (median 3%). Share::warp
+  // requests int4's scales first and still measures this round trip more than 2:4: not named.
   kl.startup_round_trips = 0;
-  kl.wave_round_trips = kl.cta_round_trips;
+  kl.wave_round_trips = kl.cta_round_trips + (f == WeightFormat::sparse24 ? 0 : 1);
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's
@@ -723,7 +757,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
     // each load consumed before the next is issued (SASS: LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations
     // unrolled, none overlapped): 1 + ceil(m x 128 / 256) dependent L2 round trips after the last wave.
     kl.atomics = double(m) * double(n) * double(plan.split_k);
-    kl.tail_l2_round_trips = 1 + std::ceil(double(m) * double(std::min<int64_t>(n, 128)) / 256.0);
+    kl.tail_l2_round_trips = 1 + std::ceil(double(m) * double(std::min<int64_t>(n, 128 / plan.k_warps)) / 256.0);
   }
   return {kl};
 }

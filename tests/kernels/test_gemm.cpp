@@ -82,6 +82,17 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
       run_case(f, m, n, k, rng.next());
     }
   run_case(WeightFormat::int4, 1, 4096, 4096, 5);  // the layer shapes of the experiment
+  // One token: the warps of a tile share the block's k range (sim/kernels.h weight_only_k_warps), 4 and 2 of
+  // them a tile, the last tile cut by n.
+  run_case(WeightFormat::int8, 1, 1040, 512, 8);
+  run_case(WeightFormat::sparse24, 1, 528, 768, 9);
+  run_case(WeightFormat::int4, 1, 1040, 512, 10);
+  // One tile a block (8 warps a tile: each stages its own slice of X and its scales): 6 int4 groups a warp (the
+  // second pass of the group sums half used), one, and 2:4's slices.
+  run_case(WeightFormat::int4, 1, 528, 6144, 21);
+  run_case(WeightFormat::int8, 1, 528, 1024, 22);
+  run_case(WeightFormat::sparse24, 1, 528, 2048, 23);
+  run_case(WeightFormat::int4, 1, 528, 1024, 24);
   run_case(WeightFormat::int8, 16, 1024, 4096, 6);
   run_case(WeightFormat::sparse24, 64, 4096, 1536, 7);
 }

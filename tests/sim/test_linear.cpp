@@ -290,6 +290,40 @@ TEST(LinearInStep, AModelTheFormatCannotStoreNamesTheConstraint) {
   EXPECT_NO_THROW(step_ops(m, decode_step(1, 16), bf16_step(WeightFormat::int8)));
 }
 
+// The mma kernel's grid (sim/kernels.h weight_only_k_warps): at m = 1 the warps of a 16-row tile share one
+// block's whole k range (no split-k atomics) with as many warps a tile as keep the grid within one wave
+// (4 blocks an SM); a grid under half the block slots only for warps of at most three rounds of loads; m > 1
+// keeps split-k with every warp its own rows.
+TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
+  auto plan = [](WeightFormat f, int64_t m, int64_t n, int64_t k) {
+    return plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::mma);
+  };
+  const WeightOnlyPlan gate = plan(WeightFormat::int4, 1, 14336, 4096);  // 8 warps a tile: 896 blocks > 528
+  EXPECT_EQ(gate.k_warps, 4);
+  EXPECT_EQ(gate.split_k, 1);
+  EXPECT_EQ(gate.ctas, 14336 / 32);
+  const WeightOnlyPlan down = plan(WeightFormat::int8, 1, 14336, 4096);
+  EXPECT_EQ(down.k_warps, 4);
+  EXPECT_EQ(down.split_k, 1);
+  EXPECT_EQ(down.ctas, 14336 / 32);
+  const WeightOnlyPlan kv = plan(WeightFormat::int4, 1, 1024, 4096);  // 64 blocks of 8-chunk warps
+  EXPECT_EQ(kv.k_warps, 8);
+  EXPECT_EQ(kv.ctas, 64);
+  const WeightOnlyPlan two = plan(WeightFormat::int4, 2, 14336, 4096);
+  EXPECT_EQ(two.k_warps, 1);
+  EXPECT_GT(two.split_k, 1);
+  EXPECT_EQ(two.ctas, 14336 / 128 * two.split_k);
+  EXPECT_EQ(weight_only_k_warps(1, 4096, 384, 528), 1);  // 3 groups: no power of two divides them
+  EXPECT_EQ(weight_only_k_warps(1, 4096, 512, 528), 4);
+  EXPECT_EQ(weight_only_k_warps(2, 4096, 4096, 528), 1);
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 1, 1, 4096, 8), (4096 + 8) * 2 + 8 * 32 * 4 * 4);
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int4, 3, 1, 1024, 1), 8 * (1024 + 8) * 2 + 8 * (128 + 8) * 4);
+  // 4096 x 14336 int4: 256 blocks of 28-chunk warps would fill under half the 528 slots: split-k.
+  EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).k_warps, 1);
+  EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 4096).k_warps, 8);  // 256 blocks of 8-chunk warps
+  EXPECT_EQ(plan(WeightFormat::int8, 1, 4096, 4096).k_warps, 8);  // 256 blocks of 16-chunk warps
+}
+
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
 // (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 and 2:4 from 17, and mma wherever
 // the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.
@@ -408,18 +442,20 @@ TEST(WeightOnlyModel, XTilesStreamFromL2BesideTheWeightFromDram) {
 TEST(WeightOnlyModel, EachWaveOfTheSplitKGridFillsAndWritesOutBesideTheStream) {
   const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
   const PipeCeilings& p = hw.pipes;
-  for (const auto& [n, k, waves] : {std::tuple<int64_t, int64_t, double>{14336, 4096, 2}, {4096, 14336, 1}}) {
-    KernelLaunch kl;
-    const Prediction pr = weight_only_prediction(hw, 16, n, k, WeightFormat::int8, &kl);
-    const WeightOnlyPlan plan = plan_weight_only(WeightFormat::int8, 16, n, k, hw.sm_count);
-    ASSERT_EQ(plan.kernel, WeightOnlyKernel::mma);
-    ASSERT_GT(plan.split_k, 1);
-    EXPECT_EQ(pr.waves, waves) << n << "x" << k;
-    EXPECT_DOUBLE_EQ(kl.wave_round_trips, 3);  // fill, fence, counter
-    EXPECT_DOUBLE_EQ(kl.cta_round_trips, 3);
-    EXPECT_DOUBLE_EQ(kl.tail_l2_round_trips, 1 + 16 * 128 / 256);  // the last block's fence, its read-back
-    EXPECT_NEAR(pr.memory_s, kl.bytes / p.read_bandwidth + waves * 3 * p.dram_latency_s, 1e-12) << n << "x" << k;
-  }
+  // fill, fence, counter; int8 (and int4) a dependent round trip more for their scales, 2:4 none.
+  for (const auto& [f, trips] : {std::pair<WeightFormat, double>{WeightFormat::int8, 4}, {WeightFormat::sparse24, 3}})
+    for (const auto& [n, k, waves] : {std::tuple<int64_t, int64_t, double>{14336, 4096, 2}, {4096, 14336, 1}}) {
+      KernelLaunch kl;
+      const Prediction pr = weight_only_prediction(hw, 16, n, k, f, &kl);
+      const WeightOnlyPlan plan = plan_weight_only(f, 16, n, k, hw.sm_count);
+      ASSERT_EQ(plan.kernel, WeightOnlyKernel::mma);
+      ASSERT_GT(plan.split_k, 1);
+      EXPECT_EQ(pr.waves, waves) << n << "x" << k;
+      EXPECT_DOUBLE_EQ(kl.wave_round_trips, trips);
+      EXPECT_DOUBLE_EQ(kl.cta_round_trips, 3);
+      EXPECT_DOUBLE_EQ(kl.tail_l2_round_trips, 1 + 16 * 128 / 256);  // the last block's fence, its read-back
+      EXPECT_NEAR(pr.memory_s, kl.bytes / p.read_bandwidth + waves * trips * p.dram_latency_s, 1e-12) << n << "x" << k;
+    }
 }
 
 }  // namespace

@@ -2,12 +2,15 @@
 // Y[m, n] = X[m, k] · W[n, k]ᵀ with W packed as quant.h lays it out.
 //
 // The weight is the A operand of the tensor cores (16 output rows per warp), the tokens the B
-// operand (n8 tiles: m padded to 8·MT). A block is 8 warps = 128 rows over a range of k:
+// operand (n8 tiles: m padded to 8·MT). A block is 8 warps over a range of k: 128 / S rows, S warps
+// (k_warps, 1..8) sharing each 16-row tile, each over its 1/S of the block's range:
 //   1. each warp issues the 16-byte loads of its first kDepth chunks (512 B per warp per chunk)
 //      straight into registers; the packed weight never goes through shared memory, and a chunk
 //      is exactly one lane's A fragments (quant.h), so no shuffle is needed;
-//   2. the block's X[0:8·MT, k range] (and int4's scales of the range) go to shared memory with
-//      cp.async (rows padded by 16 bytes: conflict-free ldmatrix), one barrier;
+//   2. the block's X[0:m, k range] (and int4's scales of the range) go to shared memory with
+//      cp.async (rows padded by 16 bytes: conflict-free ldmatrix), one barrier; the B operand's token
+//      columns past m read X's row m - 1 again (a column of B reaches only its own column of the
+//      products, whose outputs are not stored), so they cost neither copies nor space;
 //   3. per chunk: dequantize in registers — int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2
 //      of 128 + q exactly (the 128 and the zero point leave at the group's end with the group's sum
 //      of X); int8: q + 2^23 + 128 built as a float's bits, minus the constant — then mma.sync
@@ -15,8 +18,9 @@
 //      are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
 //      and at the end), so the tensor cores see small integers (int4: 128 + q), exactly;
 //      the chunk kDepth ahead is loaded as soon as a register slot frees;
-//   4. split-k: partial sums are added (fp32 atomics) into the workspace; the last block of a row
-//      tile to finish (a counter) converts to bf16 and leaves the workspace zeroed.
+//   4. the S warps of a tile sum their partial sums in shared memory (one barrier); split-k: the
+//      block's sums are added (fp32 atomics) into the workspace; the last block of a row tile to finish
+//      (a counter) converts to bf16 and leaves the workspace zeroed.
 // The model of its cost is sim/linear.h linear_cost (the packed bytes, once).
 #include <cuda_bf16.h>
 
@@ -63,7 +67,7 @@ struct WoParams {
   __nv_bfloat16* y;         // [m, n]
   float* partial;           // split-k: [m, n] fp32, zero between launches
   int* counters;            // split-k: [row tiles]
-  int m, n, k, k_per_block, split_k;
+  int m, n, k, k_per_block, split_k, k_warps;
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
@@ -113,25 +117,52 @@ constexpr int min_blocks() { return MT == 1 ? 4 : 2; }
 template <int MT>
 constexpr int depth() { return MT == 1 ? 6 : MT == 8 ? 4 : 8; }
 
-template <WeightFormat F, int MT>
+// Share::none: every warp has its own 16 rows (the kernel before shared tiles, w3: its SASS unchanged). Share::block:
+// the warps of a tile share the block's k range (p.k_warps of them, m = 1: sim/kernels.h weight_only_k_warps), X and
+// int4's scales staged by the block. Share::warp: one tile a block (k_warps = 8), each warp stages its own slice of X
+// and its scales ahead of its weight and waits for them alone (no block barrier before the loop: int4 4096 x 4096
+// 9.8 -> 8.9 us, 2:4 11.9 -> 11.1, 1024 x 4096 every format ~0.5 us faster; the same staging with two tiles a block,
+// 14336 x 4096, measured 15-20% SLOWER in every variant tried, not understood: kernels/gemm/NOTES.md w5).
+enum class Share { none, block, warp };
+template <WeightFormat F, int MT, Share kShare>
 __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel(const __grid_constant__ WoParams p) {
+  constexpr bool kShared = kShare != Share::none, kWarpStaged = kShare == Share::warp;
+  static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
   constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT>();
+  constexpr int XR = kShared ? 1 : MP;  // X's rows staged (past m zero)
   extern __shared__ __align__(128) unsigned char smem[];
+  // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]][sums [8][4 MT][32]]
+  const int KB = p.k_per_block, S = kShared ? p.k_warps : 1, BR = kShared ? kBlockRows / S : kBlockRows;
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
-  const int KB = p.k_per_block;
-  uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + MP * (KB + 8) * 2);  // int4: [KB/128][128 rows]
-  float* xsum = reinterpret_cast<float*>(ssz + (KB / 128) * kBlockRows);    // int4: [KB/128][MP]
+  uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + XR * (KB + 8) * 2);
+  float* xsum = reinterpret_cast<float*>(ssz + (KB / 128) * BR);
+  float* sums = F == WeightFormat::int4 ? xsum + (KB / 128) * MP : reinterpret_cast<float*>(ssz);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row_tile = blockIdx.x, row0 = row_tile * kBlockRows + warp * 16;
-  const int k0 = blockIdx.y * KB, chunks = KB / C;
+  const int tile = warp / S, slice = warp % S;  // this warp's 16-row tile in the block, its share of k
+  const int row_tile = blockIdx.x, row0 = row_tile * BR + tile * 16;
+  const int k0 = blockIdx.y * KB, kw0 = slice * (KB / S), chunks = KB / S / C;  // kw0: from k0
   const bool active = row0 < p.n;
 
-  // 1. The weight: this warp's chunks are contiguous from (row0 / 16, k0 / C).
-  const uint4* wp = p.w + (int64_t(row0 / 16) * (p.k / C) + k0 / C) * kUint4PerChunk + lane;
+  // 0. Share::warp (S = 8, one tile, every warp active): this warp's slice of X and its groups' scales, ahead of
+  // its weight (a few hundred bytes, not queued behind the block's first chunks).
+  if constexpr (kWarpStaged) {
+    for (int i = lane; i < KB / S / 8; i += 32) cp_async_16(xs + kw0 + i * 8, p.x + k0 + kw0 + i * 8, true);
+    if constexpr (F == WeightFormat::int4) {
+      const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
+      for (int i = lane; i < KB / S / 128 * 4; i += 32) {  // 16 rows x its groups: 4 copies a group
+        const int grp = kw0 / 128 + i / 4, r4 = (i % 4) * 4, row = row0 + r4;
+        cp_async_16(ssz + grp * BR + r4, sg + int64_t(k0 / 128 + grp) * p.n + min(row, p.n - 4), row < p.n);
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+
+  // 1. The weight: this warp's chunks are contiguous from (row0 / 16, (k0 + kw0) / C).
+  const uint4* wp = p.w + (int64_t(row0 / 16) * (p.k / C) + (k0 + kw0) / C) * kUint4PerChunk + lane;
   const uint32_t* mp = nullptr;
   if constexpr (F == WeightFormat::sparse24)
-    mp = p.meta + (int64_t(row0 / 16) * (p.k / 32) + k0 / 32) * 16 + g * 2 + (t & 1);
+    mp = p.meta + (int64_t(row0 / 16) * (p.k / 32) + (k0 + kw0) / 32) * 16 + g * 2 + (t & 1);
   uint4 ring[kDepth];
   uint32_t mring[kDepth];
 #pragma unroll
@@ -142,23 +173,29 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
     }
   }
 
-  // 2. X[0:MP, k0:k0+KB] (rows past m zero) and int4's scales of the range into shared memory.
-  for (int i = threadIdx.x; i < MP * (KB / 8); i += kThreads) {
-    const int r = i / (KB / 8), c8 = i % (KB / 8);
-    const bool ok = r < p.m;
-    cp_async_16(xs + xs_index(r, c8 * 8, KB), p.x + int64_t(ok ? r : 0) * p.k + k0 + c8 * 8, ok);
-  }
-  if constexpr (F == WeightFormat::int4) {
-    const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
-    for (int i = threadIdx.x; i < (KB / 128) * (kBlockRows / 4); i += kThreads) {
-      const int grp = i / (kBlockRows / 4), r4 = (i % (kBlockRows / 4)) * 4;
-      const int row = row_tile * kBlockRows + r4;
-      cp_async_16(ssz + grp * kBlockRows + r4, sg + int64_t(k0 / 128 + grp) * p.n + min(row, p.n - 4), row < p.n);
+  // 2. X[0:m, k0:k0+KB] and int4's scales of the range into shared memory (requested after the weight's first
+  // chunks: before them measured the same for int4 and 8% slower for int8 at m = 1, NOTES.md w4).
+  if constexpr (!kWarpStaged) {
+    for (int i = threadIdx.x; i < XR * (KB / 8); i += kThreads) {  // rows past m zero
+      const int r = i / (KB / 8), c8 = i % (KB / 8);
+      const bool ok = r < p.m;
+      cp_async_16(xs + xs_index(r, c8 * 8, KB), p.x + int64_t(ok ? r : 0) * p.k + k0 + c8 * 8, ok);
     }
+    if constexpr (F == WeightFormat::int4) {
+      const uint32_t* sg = static_cast<const uint32_t*>(p.scales);
+      for (int i = threadIdx.x; i < (KB / 128) * (BR / 4); i += kThreads) {
+        const int grp = i / (BR / 4), r4 = (i % (BR / 4)) * 4;
+        const int row = row_tile * BR + r4;
+        cp_async_16(ssz + grp * BR + r4, sg + int64_t(k0 / 128 + grp) * p.n + min(row, p.n - 4), row < p.n);
+      }
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+  } else {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncwarp();
   }
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-  __syncthreads();
-  if constexpr (F == WeightFormat::int4) {  // each group's sum of X per token (see the group's end)
+  if constexpr (F == WeightFormat::int4 && !kShared) {  // each group's sum of X per token (see the group's end)
     for (int i = threadIdx.x; i < (KB / 128) * MP; i += kThreads) {
       const int grp = i / MP, r = i % MP;
       const uint4* src = reinterpret_cast<const uint4*>(xs + xs_index(r, grp * 128, KB));
@@ -173,14 +210,63 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
     __syncthreads();
   }
 
+  if constexpr (F == WeightFormat::int4 && kWarpStaged) {  // the warp's groups' sums of X (see the group's end)
+    // Eight lanes a group (16 columns each, summed by shuffles), four groups a pass; all eight lanes write the sum to
+    // the group's 8 token entries (every column of B is X's one row).
+    for (int g0 = 0; g0 < KB / S / 128; g0 += 4) {
+      const int grp = kw0 / 128 + g0 + lane / 8;
+      const bool mine = g0 + lane / 8 < KB / S / 128;
+      float lo = 0.f, hi = 0.f;
+      if (mine) {
+        const uint4* src = reinterpret_cast<const uint4*>(xs + grp * 128 + (lane % 8) * 16);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const uint4 v = src[j];
+          for (uint32_t w : {v.x, v.y, v.z, v.w}) lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
+        }
+      }
+      float sum = lo + hi;
+#pragma unroll
+      for (int o = 1; o < 8; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (mine) xsum[grp * MP + lane % 8] = sum;
+    }
+    __syncwarp();
+  }
+  if constexpr (F == WeightFormat::int4 && kShare == Share::block) {  // each group's sum of X (see the group's end)
+    // Eight threads a (group, token): 16 columns each, summed across the eight by shuffles (a block's whole k
+    // range of groups is summed before its loop: one thread a group was a 128-add chain, 0.9 us at k = 14336).
+    const int groups = KB / 128;
+    for (int i = threadIdx.x; i < groups * p.m * 8; i += kThreads) {
+      const int part = i % 8, item = i / 8, grp = item / p.m, r = item % p.m;
+      const uint4* src = reinterpret_cast<const uint4*>(xs + xs_index(r, grp * 128 + part * 16, KB));
+      float lo = 0.f, hi = 0.f;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint4 v = src[j];
+        for (uint32_t w : {v.x, v.y, v.z, v.w}) lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
+      }
+      float sum = lo + hi;
+      const unsigned eight = 0xffu << (threadIdx.x & 24);  // the loop's bound is a multiple of 8: all eight run
+#pragma unroll
+      for (int o = 1; o < 8; o *= 2) sum += __shfl_xor_sync(eight, sum, o);
+      if (part == 0) xsum[grp * MP + r] = sum;
+    }
+    for (int i = threadIdx.x; i < groups * (MP - p.m); i += kThreads)
+      xsum[(i / (MP - p.m)) * MP + p.m + i % (MP - p.m)] = 0.f;
+    __syncthreads();
+  }
+
   // 3. The chunks.
   float acc[MT][4];
 #pragma unroll
   for (int nt = 0; nt < MT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   float grp_acc[MT][4];  // int4: the current group's sums of (128 + q) x
-  // ldmatrix address of this lane: row 8·nt + lane % 8, columns 8 · (lane / 8) on from the step's k.
+  // ldmatrix address of this lane: row 8·nt + lane % 8, columns 8 · (lane / 8) on from the step's k. With one
+  // row staged (shared tiles, m = 1) every lane reads row 0: a column of B reaches only its own column of
+  // the products, and the columns past m are not stored.
+  const int lane_row = kShared ? 0 : (lane & 7);
   auto b_frag = [&](uint32_t (&b)[4], int nt, int kc) {
-    ldmatrix_x4(b, xs + xs_index(8 * nt + (lane & 7), kc + 8 * (lane >> 3), KB));
+    ldmatrix_x4(b, xs + xs_index(8 * nt + lane_row, kc + 8 * (lane >> 3), KB));
   };
 
   if (active) {
@@ -190,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
         const int c = c0 + i;
         if (c >= chunks) break;
         const uint4 cur = ring[i];
-        const int kc = c * C;  // first column of the chunk in the block's range
+        const int kc = kw0 + c * C;  // first column of the chunk in the block's range
         if constexpr (F == WeightFormat::int4) {
           if ((c & 1) == 0) {  // a group of 128 columns starts
 #pragma unroll
@@ -217,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
           if ((c & 1) == 1) {  // the group ends: its sums are sum (128 + q) x; with X = sum x over the
             // group, s sum (q - z) x = s acc - s (128 + z) X (z is stored as 128 + z).
             const int grp = kc / 128;
-            const uint32_t sz0 = ssz[grp * kBlockRows + warp * 16 + g], sz1 = ssz[grp * kBlockRows + warp * 16 + g + 8];
+            const uint32_t sz0 = ssz[grp * BR + tile * 16 + g], sz1 = ssz[grp * BR + tile * 16 + g + 8];
             const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
             const float c0 = s0 * __uint_as_float(sz0 & 0xffff0000u);
             const float c1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
@@ -269,14 +355,29 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
     }
   }
 
-  // 4. Out: acc[nt] = rows (g, g+8) x tokens (8 nt + 2t, + 1).
+  // 4. The S warps of a tile: slices 1..S-1 leave their sums in shared memory, slice 0 adds them.
+  if (kShared && S > 1) {
+    if (slice > 0)
+#pragma unroll
+      for (int nt = 0; nt < MT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sums[(warp * 4 * MT + 4 * nt + e) * 32 + lane] = acc[nt][e];
+    __syncthreads();
+    if (slice == 0)
+      for (int s = 1; s < S; ++s)
+#pragma unroll
+        for (int nt = 0; nt < MT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[nt][e] += sums[((warp + s) * 4 * MT + 4 * nt + e) * 32 + lane];
+  }
+  // Out: acc[nt] = rows (g, g+8) x tokens (8 nt + 2t, + 1).
   auto for_outputs = [&](auto&& f) {
 #pragma unroll
     for (int nt = 0; nt < MT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int mi = 8 * nt + 2 * t + (e & 1), row = row0 + g + 8 * (e >> 1);
-        if (active && mi < p.m) f(mi, row, acc[nt][e]);
+        if (active && slice == 0 && mi < p.m) f(mi, row, acc[nt][e]);
       }
   };
   if (p.split_k == 1) {
@@ -291,9 +392,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const int rows = min(kBlockRows, p.n - row_tile * kBlockRows);
+  const int rows = min(BR, p.n - row_tile * BR);
   for (int i = threadIdx.x; i < p.m * rows; i += kThreads) {
-    const int mi = i / rows, row = row_tile * kBlockRows + i % rows;
+    const int mi = i / rows, row = row_tile * BR + i % rows;
     float* cell = p.partial + int64_t(mi) * p.n + row;
     p.y[int64_t(mi) * p.n + row] = __float2bfloat16_rn(__ldcg(cell));
     *cell = 0.f;
@@ -303,15 +404,15 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
 
 int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
 
-int64_t smem_bytes(WeightFormat f, int mt, int64_t kb) { return weight_only_smem_bytes(f, mt, kb); }
 
-template <WeightFormat F, int MT>
+template <WeightFormat F, int MT, Share kShare = Share::none>
 void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
-  auto kernel = weight_only_kernel<F, MT>;
-  const int smem = int(smem_bytes(F, MT, plan.k_per_block));
+  auto kernel = weight_only_kernel<F, MT, kShare>;
+  const int smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps));
   static KernelSmem attr;
   attr.ensure(kernel, smem, "linear (weight-only)");
-  const dim3 grid(unsigned((wp.n + kBlockRows - 1) / kBlockRows), unsigned(plan.split_k));
+  const int block_rows = kBlockRows / plan.k_warps;
+  const dim3 grid(unsigned((wp.n + block_rows - 1) / block_rows), unsigned(plan.split_k));
   kernel<<<grid, kThreads, smem, stream>>>(wp);
   INFERLAB_CHECK_LAUNCH();
 }
@@ -319,7 +420,9 @@ void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
 template <WeightFormat F>
 void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
   switch (plan.m_tiles) {
-    case 1: return launch<F, 1>(wp, plan, stream);
+    case 1:
+      if (plan.k_warps == kWarps) return launch<F, 1, Share::warp>(wp, plan, stream);
+      return plan.k_warps > 1 ? launch<F, 1, Share::block>(wp, plan, stream) : launch<F, 1>(wp, plan, stream);
     case 2: return launch<F, 2>(wp, plan, stream);
     case 4: return launch<F, 4>(wp, plan, stream);
     default: return launch<F, 8>(wp, plan, stream);
@@ -354,19 +457,28 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
     plan.k_per_block = wp.k_per_block;
     return plan;
   }
-  int64_t split = wp.split_k;
+  int64_t split = wp.split_k, k_warps = wp.k_warps;
   if (p.split_k != 0) {
+    // A candidate split: one block along k lets the warps of a tile share its range (as the plan does), more
+    // give every warp its own 16 rows.
     const int64_t units = p.k / 128;
     const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / wp.blocks_per_sm - (1 << 10));
-    const int64_t max_kb = smem_budget / (smem_bytes(p.format, plan.m_tiles, 1024) / 1024 + 1);
-    if (p.split_k < 0 || units % p.split_k != 0 || p.k / p.split_k > max_kb)
+    auto warps_of = [&](int64_t kb) {
+      return kb == p.k ? weight_only_k_warps(p.m, p.n, kb, int64_t(sm_count) * wp.blocks_per_sm) : 1;
+    };
+    auto smem_of = [&](int64_t kb) { return weight_only_smem_bytes(p.format, p.m, plan.m_tiles, kb, warps_of(kb)); };
+    int64_t max_kb = 0;
+    for (int64_t kb = 128; kb <= p.k && smem_of(kb) <= smem_budget; kb += 128) max_kb = kb;
+    if (p.split_k < 0 || units % p.split_k != 0 || smem_of(p.k / p.split_k) > smem_budget)
       throw Error("linear: split_k " + std::to_string(p.split_k) + " must divide k/128 = " + std::to_string(units) +
                   " with at most " + std::to_string(max_kb) + " columns per block");
     split = p.split_k;
+    k_warps = warps_of(p.k / split);
   }
   plan.split_k = int(split);
   plan.k_per_block = p.k / split;
-  plan.ctas = wp.row_tiles * split;
+  plan.k_warps = int(k_warps);
+  plan.ctas = (p.n + kBlockRows / plan.k_warps - 1) / (kBlockRows / plan.k_warps) * split;
   return plan;
 }
 
@@ -375,7 +487,7 @@ std::size_t partial_bytes(const LinearParams& p) { return (std::size_t(p.m * p.n
 }  // namespace
 
 std::size_t weight_only_workspace_bytes(const LinearParams& p) {
-  const std::size_t row_tiles = std::size_t((p.n + kBlockRows - 1) / kBlockRows);
+  const std::size_t row_tiles = std::size_t((p.n + 15) / 16);  // a counter per row tile, at most 16 rows each
   return partial_bytes(p) + row_tiles * 4;
 }
 
@@ -404,6 +516,7 @@ void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStrea
   wp.k = int(p.k);
   wp.k_per_block = int(plan.k_per_block);
   wp.split_k = plan.split_k;
+  wp.k_warps = plan.k_warps;
   switch (p.format) {
     case WeightFormat::int4: return launch_mt<WeightFormat::int4>(wp, plan, stream);
     case WeightFormat::int8: return launch_mt<WeightFormat::int8>(wp, plan, stream);

@@ -235,13 +235,15 @@ constexpr int64_t weight_only_tma_smem_bytes(WeightFormat f, int tokens) {
 }
 
 // The weight-only kernels' plan (kernels/gemm uses it, the model charges the same grid).
-// mma: tokens padded to 8·m_tiles, split_k blocks along k per 128-row tile, k_per_block columns each,
-// blocks_per_sm resident. wgmma: tokens (N), stages, and a persistent grid of ctas blocks over units =
+// mma: tokens padded to 8·m_tiles; a block's 8 warps hold 128 / k_warps rows, k_warps warps sharing each
+// 16-row tile along the block's k range (summed in shared memory); split_k blocks along k per row tile
+// (summed by fp32 atomics, the last block converting), k_per_block columns each; blocks_per_sm resident. wgmma: tokens (N), stages, and a persistent grid of ctas blocks over units =
 // row_tiles x k/128; block b takes units [b·units/ctas, (b+1)·units/ctas).
 struct WeightOnlyPlan {
   WeightOnlyKernel kernel = WeightOnlyKernel::mma;
   int m_tiles = 1;
   int split_k = 1;
+  int k_warps = 1;
   int64_t k_per_block = 0;
   int blocks_per_sm = 4;
   int64_t row_tiles = 1;
@@ -255,7 +257,18 @@ struct WeightOnlyPlan {
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true);
 int weight_only_m_tiles(int64_t m);
-int64_t weight_only_smem_bytes(WeightFormat f, int m_tiles, int64_t k_per_block);
+// mma: the warps that share a 16-row tile along k (1, 2, 4 or 8) for m tokens, n rows and a block's k range:
+// at m = 1 as many as divide its 128-column groups with at most max_row_tiles row tiles (blocks along n: one
+// wave), else 1. Measured on the H100 (kernels/gemm/NOTES.md w4: scripts/probes/weight_stream.cu, bench_gemm
+// and the compression run): at m = 1 the split-k write-out (atomics, fence, counter, read-back) costs 2.5-4 us
+// a launch in the probe, and summing in shared memory instead took int8 14336 x 4096 from 26.5 to 25.6 us,
+// int4 4096 x 4096 from 11.0 to 9.5; more blocks than one wave cost int4 14336 x 4096 21.8 us against 18.0
+// (each block's scales and X are a round trip before its loop); at m = 2 and 4 (4 and 2 warps a tile) int4
+// 14336 x 4096 took 20.3 / 20.2 us against split-k's 18.5 / 18.9 (not understood), so m > 1 keeps split-k.
+int weight_only_k_warps(int64_t m, int64_t n, int64_t k_per_block, int64_t max_row_tiles);
+// mma: the block's shared memory: X's rows (padded by 16 bytes; m = 1 with shared tiles, else 8·m_tiles, the
+// rows past m zero), int4's scales and group sums of X, and the partial sums of the warps that share a tile.
+int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int m_tiles, int64_t k_per_block, int k_warps);
 // wgmma: the blocks that share row tile `tile` (1: it is summed in registers and stored by one block).
 int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int64_t k);
 
