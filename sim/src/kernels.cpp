@@ -78,7 +78,8 @@ struct Chain {
   double alone, beside;
 };
 // gemm/weight_only (inferlab_kernels.dir/gemm/src/weight_only.cu.o): the loop body holds kDepth
-// chunks (m_tiles 1: 6, 2 and 4: 8, 8: 4); a chunk is 16 weight rows x 64 (int4) or 32 columns.
+// chunks (m_tiles 1: 6, 2 and 4: 8, 8: 4; the last entry m_tiles 2 at 4 blocks an SM: 4); a chunk is 16 weight
+// rows x 64 (int4) or 32 columns.
 // Each chunk's refill is issued after its use and consumed kDepth chunks (one iteration) later.
 struct WoLoop {
   int depth;
@@ -88,15 +89,18 @@ struct WoLoop {
 constexpr WoLoop kWoInt4[] = {{6, {24, 0, 42, 242, 0, 29, 0, 12}, {1044, 949}},
                               {8, {64, 0, 104, 411, 0, 64, 0, 19}, {1561, 1362}},
                               {8, {128, 0, 200, 479, 0, 105, 0, 17}, {1922, 1690}},
-                              {4, {128, 0, 196, 393, 0, 94, 0, 28}, {3394, 3164}}};  // spills: LDL on the chain
+                              {4, {128, 0, 196, 393, 0, 94, 0, 28}, {3394, 3164}},   // spills: LDL on the chain
+                              {4, {32, 0, 52, 223, 0, 33, 0, 12}, {1276.6, 1143.6}}};  // m_tiles 2, 4 blocks an SM
 constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}, {754, 618}},
                               {8, {32, 0, 128, 341, 0, 32, 0, 12}, {1362, 1221}},
                               {8, {64, 0, 128, 375, 0, 48, 0, 19}, {1452, 1292}},
-                              {4, {64, 0, 64, 231, 0, 41, 0, 12}, {1024, 811}}};
+                              {4, {64, 0, 64, 231, 0, 41, 0, 12}, {1024, 811}},
+                              {4, {16, 0, 64, 177, 0, 17, 0, 9}, {728, 586}}};
 constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}, {805, 695}},
                                 {8, {16, 0, 0, 173, 0, 40, 0, 25}, {1047, 937}},
                                 {8, {32, 0, 0, 153, 0, 49, 0, 28}, {915, 793}},
-                                {4, {32, 0, 0, 147, 0, 45, 0, 16}, {829, 685}}};
+                                {4, {32, 0, 0, 147, 0, 45, 0, 16}, {829, 685}},
+                                {4, {8, 0, 0, 93, 0, 21, 0, 11}, {591, 469}}};
 // gemm/weight_only_sm90 (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90.cu.o): one unit (a
 // 128-column group of the warp's 16 rows: 8 wgmma k16 steps, the unit's copies issued) for one warp,
 // N = 16, 32, 64 tokens; the steady-state path only (sass-chain.py's path: the stretch's write-out,
@@ -489,6 +493,12 @@ int weight_only_k_warps(int64_t m, int64_t n, int64_t kb, int64_t max_row_tiles)
   return 1;
 }
 
+int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count) {
+  if (m_tiles == 1) return 4;
+  if (m_tiles == 2) return 2 * ceil_div(n, int64_t(128)) > sm_count ? 4 : 2;
+  return 2;
+}
+
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps) {
   const int64_t block_rows = 128 / k_warps;
   return (k_warps > 1 ? m : 8 * mt) * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
@@ -551,7 +561,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   // every warp its own 16 rows and split_k the most blocks (row tiles x split_k) that still run in ONE wave
   // at the blocks per SM the registers allow (the plan before k_warps, measured in NOTES.md w2-w3).
   plan.m_tiles = weight_only_m_tiles(m);
-  plan.blocks_per_sm = plan.m_tiles == 1 ? 4 : 2;
+  plan.blocks_per_sm = weight_only_mma_blocks_per_sm(plan.m_tiles, n, sm_count);
   const int64_t units = k / 128;
   const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / plan.blocks_per_sm - (1 << 10));
   const int64_t capacity = sm_count * plan.blocks_per_sm;
@@ -561,7 +571,8 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   };
   int64_t split = 0, warps = 1;
   const int64_t chunks_alone = k / k_warps(1) / (f == WeightFormat::int4 ? 64 : 32);  // a warp's chunks, split 1
-  const int depth = plan.m_tiles == 1 ? 6 : plan.m_tiles == 2 ? 8 : plan.m_tiles == 4 ? 8 : 4;  // weight_only.cu
+  const int depth = plan.m_tiles == 1 ? 6 : plan.m_tiles == 2 ? (plan.blocks_per_sm == 4 ? 4 : 8)
+                  : plan.m_tiles == 4 ? 8 : 4;  // weight_only.cu depth
   if (fits(1) && k_warps(1) > 1 &&
       (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= capacity || chunks_alone <= 3 * depth)) {
     split = 1;  // no atomics: the warps of a tile sum in shared memory
@@ -716,7 +727,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper);
   if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
   if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
-  const int mi = plan.m_tiles == 1 ? 0 : plan.m_tiles == 2 ? 1 : plan.m_tiles == 4 ? 2 : 3;
+  const int mi = plan.m_tiles == 1 ? 0 : plan.m_tiles == 2 ? (plan.blocks_per_sm == 4 ? 4 : 1) : plan.m_tiles == 4 ? 2 : 3;
   const WoLoop& lp = f == WeightFormat::int4 ? kWoInt4[mi] : f == WeightFormat::int8 ? kWoInt8[mi] : kWoSparse[mi];
   const double cols = f == WeightFormat::int4 ? 64 : 32;
   const double chunks_per_warp = double(plan.k_per_block) / plan.k_warps / cols;

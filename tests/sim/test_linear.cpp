@@ -365,9 +365,9 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
 // The weight-only kernels as the refined model times them (sim/src/kernels.cpp): one launch, the H100's measured
 // ceilings.
 Prediction weight_only_prediction(const Hardware& hw, int64_t m, int64_t n, int64_t k, WeightFormat f,
-                                  KernelLaunch* launch = nullptr) {
+                                  KernelLaunch* launch = nullptr, WeightOnlyKernel kernel = WeightOnlyKernel::automatic) {
   Op op = linear_cost({m, n, k}, f);
-  op.kernels = linear_kernels(m, n, k, f, hw);
+  op.kernels = linear_kernels(m, n, k, f, hw, kernel);
   EXPECT_EQ(op.kernels.size(), 1u);
   if (launch) *launch = op.kernels.at(0);
   return predict(op, hw);
@@ -437,25 +437,34 @@ TEST(WeightOnlyModel, XTilesStreamFromL2BesideTheWeightFromDram) {
 }
 
 // mma split-k: a grid of (row tiles x split_k) blocks doing the same work, started together: each wave fills,
-// streams, fences and counts together, so the memory term holds every wave's three round trips (int8 at 16 tokens
-// on 14336 x 4096: 448 blocks, two an SM: two waves); the last block's extra fence and read-back after the last.
+// streams, fences and counts together, so the memory term holds every wave's three round trips (int8 at 32 tokens
+// on the mma kernel, 4096 x 14336: 512 blocks, two an SM: two waves); the last block's extra fence and read-back after the last.
 TEST(WeightOnlyModel, EachWaveOfTheSplitKGridFillsAndWritesOutBesideTheStream) {
   const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
   const PipeCeilings& p = hw.pipes;
-  // fill, fence, counter; int8 (and int4) a dependent round trip more for their scales, 2:4 none.
-  for (const auto& [f, trips] : {std::pair<WeightFormat, double>{WeightFormat::int8, 4}, {WeightFormat::sparse24, 3}})
-    for (const auto& [n, k, waves] : {std::tuple<int64_t, int64_t, double>{14336, 4096, 2}, {4096, 14336, 1}}) {
-      KernelLaunch kl;
-      const Prediction pr = weight_only_prediction(hw, 16, n, k, f, &kl);
-      const WeightOnlyPlan plan = plan_weight_only(f, 16, n, k, hw.sm_count);
-      ASSERT_EQ(plan.kernel, WeightOnlyKernel::mma);
-      ASSERT_GT(plan.split_k, 1);
-      EXPECT_EQ(pr.waves, waves) << n << "x" << k;
-      EXPECT_DOUBLE_EQ(kl.wave_round_trips, trips);
-      EXPECT_DOUBLE_EQ(kl.cta_round_trips, 3);
-      EXPECT_DOUBLE_EQ(kl.tail_l2_round_trips, 1 + 16 * 128 / 256);  // the last block's fence, its read-back
-      EXPECT_NEAR(pr.memory_s, kl.bytes / p.read_bandwidth + waves * trips * p.dram_latency_s, 1e-12) << n << "x" << k;
-    }
+  // fill, fence, counter; int8 (and int4) a dependent round trip more for their scales, 2:4 none. At 16 tokens the
+  // 14336 x 4096 grid (4 blocks an SM: weight_only_mma_blocks_per_sm) and 4096 x 14336 run in one wave, int8 at 32
+  // tokens on 4096 x 14336 in two (the mma kernel named: the plan runs wgmma_tma there).
+  struct Case {
+    WeightFormat f;
+    int64_t m, n, k;
+    double waves, trips;
+  };
+  for (const Case& c : {Case{WeightFormat::int8, 16, 14336, 4096, 1, 4}, Case{WeightFormat::int8, 16, 4096, 14336, 1, 4},
+                        Case{WeightFormat::int8, 32, 4096, 14336, 2, 4}, Case{WeightFormat::sparse24, 16, 14336, 4096, 1, 3},
+                        Case{WeightFormat::sparse24, 16, 4096, 14336, 1, 3}}) {
+    KernelLaunch kl;
+    const Prediction pr = weight_only_prediction(hw, c.m, c.n, c.k, c.f, &kl, WeightOnlyKernel::mma);
+    const WeightOnlyPlan plan = plan_weight_only(c.f, c.m, c.n, c.k, hw.sm_count, WeightOnlyKernel::mma);
+    ASSERT_EQ(plan.kernel, WeightOnlyKernel::mma);
+    ASSERT_GT(plan.split_k, 1);
+    EXPECT_EQ(pr.waves, c.waves) << c.n << "x" << c.k << " m " << c.m;
+    EXPECT_DOUBLE_EQ(kl.wave_round_trips, c.trips);
+    EXPECT_DOUBLE_EQ(kl.cta_round_trips, 3);
+    EXPECT_DOUBLE_EQ(kl.tail_l2_round_trips, 1 + double(c.m) * 128 / 256);  // the last block's fence, its read-back
+    EXPECT_NEAR(pr.memory_s, kl.bytes / p.read_bandwidth + c.waves * c.trips * p.dram_latency_s, 1e-12)
+        << c.n << "x" << c.k << " m " << c.m;
+  }
 }
 
 }  // namespace

@@ -109,13 +109,12 @@ __device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const
 // rows one ldmatrix reads at one column fall in distinct banks.
 __device__ __forceinline__ int xs_index(int row, int col, int kb) { return row * (kb + 8) + col; }
 
-// Blocks per SM the register budget must allow, and the weight chunks each warp keeps in flight:
-// m <= 8: 4 blocks of 8 warps x 6 chunks (96 KB in flight per SM, 64 registers); up to 32 tokens:
-// 2 blocks x 8 chunks (x 4 at 64 tokens, whose accumulators need the registers).
-template <int MT>
-constexpr int min_blocks() { return MT == 1 ? 4 : 2; }
-template <int MT>
-constexpr int depth() { return MT == 1 ? 6 : MT == 8 ? 4 : 8; }
+// Blocks per SM the register budget must allow (B: sim/kernels.h weight_only_mma_blocks_per_sm), and the weight
+// chunks each warp keeps in flight: m <= 8: 4 blocks of 8 warps x 6 chunks (96 KB in flight per SM, 64
+// registers); up to 32 tokens: 2 blocks x 8 chunks (x 4 at 64 tokens, whose accumulators need the registers), or at
+// 16 tokens 4 blocks x 4 chunks (64 registers: int4 spills 8 bytes; at 6 chunks 80).
+template <int MT, int B>
+constexpr int depth() { return MT == 1 ? 6 : MT == 2 ? (B == 4 ? 4 : 8) : MT == 8 ? 4 : 8; }
 
 // Share::none: every warp has its own 16 rows (the kernel before shared tiles, w3: its SASS unchanged). Share::block:
 // the warps of a tile share the block's k range (p.k_warps of them, m = 1: sim/kernels.h weight_only_k_warps), X and
@@ -124,11 +123,11 @@ constexpr int depth() { return MT == 1 ? 6 : MT == 8 ? 4 : 8; }
 // 9.8 -> 8.9 us, 2:4 11.9 -> 11.1, 1024 x 4096 every format ~0.5 us faster; the same staging with two tiles a block,
 // 14336 x 4096, measured 15-20% SLOWER in every variant tried, not understood: kernels/gemm/NOTES.md w5).
 enum class Share { none, block, warp };
-template <WeightFormat F, int MT, Share kShare>
-__global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel(const __grid_constant__ WoParams p) {
+template <WeightFormat F, int MT, int B, Share kShare>
+__global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_constant__ WoParams p) {
   constexpr bool kShared = kShare != Share::none, kWarpStaged = kShare == Share::warp;
   static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
-  constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT>();
+  constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT, B>();
   constexpr int XR = kShared ? 1 : MP;  // X's rows staged (past m zero)
   extern __shared__ __align__(128) unsigned char smem[];
   // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]][sums [8][4 MT][32]]
@@ -405,9 +404,9 @@ __global__ void __launch_bounds__(kThreads, min_blocks<MT>()) weight_only_kernel
 int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
 
 
-template <WeightFormat F, int MT, Share kShare = Share::none>
+template <WeightFormat F, int MT, int B, Share kShare = Share::none>
 void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
-  auto kernel = weight_only_kernel<F, MT, kShare>;
+  auto kernel = weight_only_kernel<F, MT, B, kShare>;
   const int smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps));
   static KernelSmem attr;
   attr.ensure(kernel, smem, "linear (weight-only)");
@@ -421,11 +420,11 @@ template <WeightFormat F>
 void launch_mt(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
   switch (plan.m_tiles) {
     case 1:
-      if (plan.k_warps == kWarps) return launch<F, 1, Share::warp>(wp, plan, stream);
-      return plan.k_warps > 1 ? launch<F, 1, Share::block>(wp, plan, stream) : launch<F, 1>(wp, plan, stream);
-    case 2: return launch<F, 2>(wp, plan, stream);
-    case 4: return launch<F, 4>(wp, plan, stream);
-    default: return launch<F, 8>(wp, plan, stream);
+      if (plan.k_warps == kWarps) return launch<F, 1, 4, Share::warp>(wp, plan, stream);
+      return plan.k_warps > 1 ? launch<F, 1, 4, Share::block>(wp, plan, stream) : launch<F, 1, 4>(wp, plan, stream);
+    case 2: return plan.blocks_per_sm == 4 ? launch<F, 2, 4>(wp, plan, stream) : launch<F, 2, 2>(wp, plan, stream);
+    case 4: return launch<F, 4, 2>(wp, plan, stream);
+    default: return launch<F, 8, 2>(wp, plan, stream);
   }
 }
 
@@ -451,6 +450,7 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
   LinearPlan plan;
   plan.kernel = wp.kernel;
   plan.m_tiles = wp.m_tiles;
+  plan.blocks_per_sm = wp.blocks_per_sm;
   if (wp.kernel == WeightOnlyKernel::wgmma || wp.kernel == WeightOnlyKernel::wgmma_tma) {
     plan.tokens = wp.tokens;
     plan.ctas = wp.ctas;

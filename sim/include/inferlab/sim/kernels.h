@@ -266,6 +266,13 @@ int weight_only_m_tiles(int64_t m);
 // (each block's scales and X are a round trip before its loop); at m = 2 and 4 (4 and 2 warps a tile) int4
 // 14336 x 4096 took 20.3 / 20.2 us against split-k's 18.5 / 18.9 (not understood), so m > 1 keeps split-k.
 int weight_only_k_warps(int64_t m, int64_t n, int64_t k_per_block, int64_t max_row_tiles);
+// mma: the blocks an SM the kernel is built for at m_tiles n8 tiles of tokens (its registers: 64 a thread for 4,
+// else more): 4 up to 8 tokens (6 chunks a warp in flight); at 16 tokens 4 (4 chunks a warp) where the 128-row
+// tiles alone outnumber half the SMs, else 2 (8 chunks a warp); 2 above. Measured on the H100 at 16 tokens
+// (bench_gemm, us, 2 blocks -> 4): 14336 x 4096 int8 37.5 -> 32.3, 2:4 38.4 -> 34.7, int4 28.0 -> 25.0 (112 row
+// tiles: split-k 2 -> 4); 4096 x 4096 int8 16.2 -> 16.6, 2:4 16.1 -> 17.2, int4 14.9 -> 15.9; 4096 x 14336 int8
+// 31.7 -> 32.5, int4 27.8 -> 24.7 (32 row tiles: split-k 8 -> 16, the extra splits' write-outs).
+int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count);
 // mma: the block's shared memory: X's rows (padded by 16 bytes; m = 1 with shared tiles, else 8·m_tiles, the
 // rows past m zero), int4's scales and group sums of X, and the partial sums of the warps that share a tile.
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int m_tiles, int64_t k_per_block, int k_warps);

@@ -55,6 +55,7 @@ struct LinearPlan {
   int m_tiles = 1;   // mma: n8 tiles of tokens (m padded to 8, 16, 32 or 64)
   int split_k = 1;   // mma: blocks along k per row tile
   int k_warps = 1;   // mma: warps sharing a 16-row tile along the block's k range (a block: 128 / k_warps rows)
+  int blocks_per_sm = 0;  // mma: the blocks an SM the kernel is built for (its registers and chunks in flight)
   int64_t k_per_block = 0;
   int tokens = 0;    // wgmma, wgmma_tma: N of m64nNk16 (m padded to 16, 32 or 64)
   int64_t ctas = 0;  // wgmma, wgmma_tma: the persistent grid
