@@ -7,10 +7,11 @@
 //   1. each warp issues the 16-byte loads of its first kDepth chunks (512 B per warp per chunk)
 //      straight into registers; the packed weight never goes through shared memory, and a chunk
 //      is exactly one lane's A fragments (quant.h), so no shuffle is needed;
-//   2. the block's X[0:m, k range] (and int4's scales of the range) go to shared memory with
-//      cp.async (rows padded by 16 bytes: conflict-free ldmatrix), one barrier; the B operand's token
-//      columns past m read X's row m - 1 again (a column of B reaches only its own column of the
-//      products, whose outputs are not stored), so they cost neither copies nor space;
+//   2. the block's X[0:8·MT, k range] (rows past m zero) and int4's scales of the range go to shared
+//      memory with cp.async (rows padded by 16 bytes: conflict-free ldmatrix), one barrier; with shared
+//      tiles (m = 1) X's one row, every column of B reading it (a column of B reaches only its own
+//      column of the products, whose outputs past m are not stored); with one tile a block each warp
+//      stages its own slice of that row and its scales ahead of its weight (Share::warp);
 //   3. per chunk: dequantize in registers — int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2
 //      of 128 + q exactly (the 128 and the zero point leave at the group's end with the group's sum
 //      of X); int8: q + 2^23 + 128 built as a float's bits, minus the constant — then mma.sync
@@ -120,7 +121,7 @@ constexpr int depth() { return MT == 1 ? 6 : MT == 2 ? (B == 4 ? 4 : 8) : MT == 
 // the warps of a tile share the block's k range (p.k_warps of them, m = 1: sim/kernels.h weight_only_k_warps), X and
 // int4's scales staged by the block. Share::warp: one tile a block (k_warps = 8), each warp stages its own slice of X
 // and its scales ahead of its weight and waits for them alone (no block barrier before the loop: int4 4096 x 4096
-// 9.8 -> 8.9 us, 2:4 11.9 -> 11.1, 1024 x 4096 every format ~0.5 us faster; the same staging with two tiles a block,
+// 9.47 -> 8.93 us, 2:4 11.4 -> 11.0 in the compression runs, 1024 x 4096 unchanged; the same staging with two tiles a block,
 // 14336 x 4096, measured 15-20% SLOWER in every variant tried, not understood: kernels/gemm/NOTES.md w5).
 enum class Share { none, block, warp };
 template <WeightFormat F, int MT, int B, Share kShare>
