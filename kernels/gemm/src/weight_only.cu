@@ -122,7 +122,8 @@ constexpr int depth() { return MT == 1 ? 6 : MT == 2 ? (B == 4 ? 4 : 8) : MT == 
 // int4's scales staged by the block. Share::warp: one tile a block (k_warps = 8), each warp stages its own slice of X
 // and its scales ahead of its weight and waits for them alone (no block barrier before the loop: int4 4096 x 4096
 // 9.47 -> 8.93 us, 2:4 11.4 -> 11.0 in the compression runs, 1024 x 4096 unchanged; the same staging with two tiles a block,
-// 14336 x 4096, measured 15-20% SLOWER in every variant tried, not understood: kernels/gemm/NOTES.md w5).
+// 14336 x 4096, measured 15-20% slower without a block barrier before the loop, and no faster than Share::block with
+// one: kernels/gemm/NOTES.md w5).
 enum class Share { none, block, warp };
 template <WeightFormat F, int MT, int B, Share kShare>
 __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_constant__ WoParams p) {
