@@ -101,6 +101,12 @@ constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}, {805, 695}},
                                 {8, {32, 0, 0, 153, 0, 49, 0, 28}, {915, 793}},
                                 {4, {32, 0, 0, 147, 0, 45, 0, 16}, {829, 685}},
                                 {4, {8, 0, 0, 93, 0, 21, 0, 11}, {591, 469}}};
+// The loop weight_only.cu builds for a format at m_tiles n8 tiles of tokens and blocks_per_sm
+// (sim/kernels.h weight_only_mma_blocks_per_sm): its depth is the plan's chunks a warp keeps in flight.
+const WoLoop& wo_loop(WeightFormat f, int m_tiles, int blocks_per_sm) {
+  const int i = m_tiles == 1 ? 0 : m_tiles == 2 ? (blocks_per_sm == 4 ? 4 : 1) : m_tiles == 4 ? 2 : 3;
+  return f == WeightFormat::int4 ? kWoInt4[i] : f == WeightFormat::int8 ? kWoInt8[i] : kWoSparse[i];
+}
 // gemm/weight_only_sm90 (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90.cu.o): one unit (a
 // 128-column group of the warp's 16 rows: 8 wgmma k16 steps, the unit's copies issued) for one warp,
 // N = 16, 32, 64 tokens; the steady-state path only (sass-chain.py's path: the stretch's write-out,
@@ -571,8 +577,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   };
   int64_t split = 0, warps = 1;
   const int64_t chunks_alone = k / k_warps(1) / (f == WeightFormat::int4 ? 64 : 32);  // a warp's chunks, split 1
-  const int depth = plan.m_tiles == 1 ? 6 : plan.m_tiles == 2 ? (plan.blocks_per_sm == 4 ? 4 : 8)
-                  : plan.m_tiles == 4 ? 8 : 4;  // weight_only.cu depth
+  const int depth = wo_loop(f, plan.m_tiles, plan.blocks_per_sm).depth;
   if (fits(1) && k_warps(1) > 1 &&
       (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= capacity || chunks_alone <= 3 * depth)) {
     split = 1;  // no atomics: the warps of a tile sum in shared memory
@@ -727,8 +732,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper);
   if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
   if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
-  const int mi = plan.m_tiles == 1 ? 0 : plan.m_tiles == 2 ? (plan.blocks_per_sm == 4 ? 4 : 1) : plan.m_tiles == 4 ? 2 : 3;
-  const WoLoop& lp = f == WeightFormat::int4 ? kWoInt4[mi] : f == WeightFormat::int8 ? kWoInt8[mi] : kWoSparse[mi];
+  const WoLoop& lp = wo_loop(f, plan.m_tiles, plan.blocks_per_sm);
   const double cols = f == WeightFormat::int4 ? 64 : 32;
   const double chunks_per_warp = double(plan.k_per_block) / plan.k_warps / cols;
   kl.kernel = "weight_only_kernel";
@@ -757,7 +761,9 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // neither. Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md w5): int4 at m = 1 on
   // 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8; int8 9.9 -> 11.0
   // against 11.1, 23.7 -> 24.9 against 25.8; every int4 and int8 mma point within 13% (median 3%). Share::warp
-  // requests int4's scales first and still measures this round trip more than 2:4: not named.
+  // requests int4's scales first and still measures this round trip more than 2:4: not named. Charged beside the
+  // stream only, not on one CTA's path (cta_round_trips): there it binds the small grids, int8 1024 x 4096 at m = 1
+  // 9.6 us predicted against 7.9 (that block's few chunks leave its scales' load little to wait behind).
   kl.startup_round_trips = 0;
   kl.wave_round_trips = kl.cta_round_trips + (f == WeightFormat::sparse24 ? 0 : 1);
   if (plan.split_k > 1) {
