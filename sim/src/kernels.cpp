@@ -508,7 +508,7 @@ int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count) {
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps) {
   const int64_t block_rows = 128 / k_warps;
   return (k_warps > 1 ? m : 8 * mt) * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
-         (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0);
+         (f == WeightFormat::int8 && mt == 1 ? 8 * 8 * 4 : 0) + (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0);
 }
 
 std::string weight_only_kernel_name(WeightOnlyKernel k) {

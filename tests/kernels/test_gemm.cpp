@@ -97,6 +97,50 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
   run_case(WeightFormat::sparse24, 64, 4096, 1536, 7);
 }
 
+// int8 at m <= 8 runs its tensor cores in fp16: X is scaled by a power of two per token and slice of k so that its
+// largest |x| lands in [2^14, 2^15) (weight_only.cu). Tokens far outside fp16's range each way, a zero token, and
+// 128-column groups whose magnitudes differ by 2^12, on every kernel the plan takes at these shapes (one tile a block,
+// shared tiles, split-k); each token's outputs are held to their own norm, so a scale shared by the tokens (which
+// would flush the small ones to zero) or none (which would overflow the large) fails.
+TEST(LinearGpu, Int8ActivationsOutsideFp16RangeKeepTheirPrecision) {
+  REQUIRE_GPU();
+  const struct {
+    int64_t m, n, k;
+  } cases[] = {{1, 528, 1024}, {1, 1040, 512}, {1, 4096, 14336}, {5, 1040, 2048}, {8, 256, 4096}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k));
+    const PackedWeight pw = pack_weight(random_weight(c.n, c.k, 31, 4, 8.f), c.n, c.k, WeightFormat::int8);
+    std::vector<float> x = random_activations(c.m, c.k, 32);
+    const float token_scale[] = {0x1p40f, 0x1p-40f, 0.f, 1.f, 0x1p20f, 0x1p-20f, 3.f, 0x1p100f};
+    for (int64_t r = 0; r < c.m; ++r)
+      for (int64_t j = 0; j < c.k; ++j)
+        x[r * c.k + j] *= (c.m == 1 ? 0x1p40f : token_scale[r]) * ((j / 128) % 3 == 1 ? 0x1p-12f : 1.f);
+    LinearOperands op(pw, x, c.m, device_sms());
+    const std::vector<double> ref = linear_reference(op.x_seen(), c.m, pw);
+    op.poison_output();
+    linear(op.params(), nullptr);
+    INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> y = op.output();
+    for (int64_t r = 0; r < c.m; ++r) {
+      double norm = 0, round_err = 0, err = 0;
+      std::size_t bad = 0;
+      for (int64_t i = r * c.n; i < (r + 1) * c.n; ++i) {
+        norm += ref[i] * ref[i];
+        const double rb = double(round_bf16(float(ref[i])));
+        round_err += (rb - ref[i]) * (rb - ref[i]);
+        if (!std::isfinite(y[i])) ++bad;
+        else err += (y[i] - ref[i]) * (y[i] - ref[i]);
+      }
+      ASSERT_EQ(bad, 0u) << "token " << r << ": outputs not finite";
+      if (norm == 0) {
+        EXPECT_EQ(err, 0.0) << "token " << r << " is zero";
+        continue;
+      }
+      EXPECT_LE(std::sqrt(err / norm), 2 * std::sqrt(round_err / norm) + 1e-5) << "token " << r;
+    }
+  }
+}
+
 // The split-k candidates the plan was measured against (LinearParams::split_k), side by side in one
 // process over the same shapes; a split that does not divide k / 128 is refused by name.
 TEST(LinearGpu, EverySplitOfTheWeightOnlyKernelsMatchesTheReference) {

@@ -316,7 +316,9 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   EXPECT_EQ(weight_only_k_warps(1, 4096, 384, 528), 1);  // 3 groups: no power of two divides them
   EXPECT_EQ(weight_only_k_warps(1, 4096, 512, 528), 4);
   EXPECT_EQ(weight_only_k_warps(2, 4096, 4096, 528), 1);
-  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 1, 1, 4096, 8), (4096 + 8) * 2 + 8 * 32 * 4 * 4);
+  // int8 at m <= 8: X's row, the warps' |X| maxima (8 x 8 words), the slices' sums.
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 1, 1, 4096, 8), (4096 + 8) * 2 + 8 * 8 * 4 + 8 * 32 * 4 * 4);
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 16, 2, 1024, 1), 16 * (1024 + 8) * 2);
   EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int4, 3, 1, 1024, 1), 8 * (1024 + 8) * 2 + 8 * (128 + 8) * 4);
   // 4096 x 14336 int4: 256 blocks of 28-chunk warps would fill under half the 528 slots: split-k.
   EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).k_warps, 1);

@@ -24,6 +24,7 @@
 //      (a counter) converts to bf16 and leaves the workspace zeroed.
 // The model of its cost is sim/linear.h linear_cost (the packed bytes, once).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <atomic>
@@ -98,6 +99,18 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t f16x2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
 __device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const uint32_t (&b)[4], uint32_t meta) {
   asm volatile(
       "mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, "
@@ -131,13 +144,18 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
   constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT, B>();
   constexpr int XR = kShared ? 1 : MP;  // X's rows staged (past m zero)
+  // int8 at m <= 8: the weight as fp16 (int8x2_to_f16x2: two instructions a value pair against five for bf16) and
+  // X converted to fp16 in shared memory before the loop, scaled per token and slice (below).
+  constexpr bool kF16 = F == WeightFormat::int8 && MT == 1;
   extern __shared__ __align__(128) unsigned char smem[];
-  // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]][sums [8][4 MT][32]]
+  // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]; int8 at MT 1: |X| maxima [8][8]]
+  // [sums [8][4 MT][32]]
   const int KB = p.k_per_block, S = kShared ? p.k_warps : 1, BR = kShared ? kBlockRows / S : kBlockRows;
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
   uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + XR * (KB + 8) * 2);
   float* xsum = reinterpret_cast<float*>(ssz + (KB / 128) * BR);
-  float* sums = F == WeightFormat::int4 ? xsum + (KB / 128) * MP : reinterpret_cast<float*>(ssz);
+  uint32_t* xmax = ssz;  // kF16: [warp][row] the largest |x| of the columns the warp converts, as bf16 bits
+  float* sums = F == WeightFormat::int4 ? xsum + (KB / 128) * MP : reinterpret_cast<float*>(ssz + (kF16 ? 64 : 0));
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tile = warp / S, slice = warp % S;  // this warp's 16-row tile in the block, its share of k
@@ -196,6 +214,49 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     __syncwarp();
   }
+  // int8 at m <= 8: X[r, slice] to fp16 times 2^e, e per token r and slice (the block's 1/S share of k that a warp's
+  // chunks cover), so that the slice's largest |x| lies in [2^14, 2^15): bf16's 8 significant bits fit fp16's 11,
+  // values below 2^-14 of the scaled range become fp16 subnormals (an error below 2^-39 of the largest), none
+  // overflows. The products q x 2^e are exact in the fp32 accumulators; 2^-e leaves with the channel scale, per
+  // slice (before the slices' sums). Each warp converts 1/8 of the range: its slice's (8/S warps a slice).
+  float x_inv[2] = {1.f, 1.f};  // 2^-e of this lane's tokens 2t and 2t + 1, in its slice
+  if constexpr (kF16) {
+    const int xrows = kShared ? 1 : p.m, cv0 = (warp % S) * (KB / S) + (warp / S) * (KB / 8);
+    for (int r = 0; r < xrows; ++r) {
+      uint32_t mx = 0;  // the magnitude bits of bf16 compare as integers
+      for (int i = lane; i < KB / 64; i += 32) {
+        const uint4 v = *reinterpret_cast<const uint4*>(xs + xs_index(r, cv0 + i * 8, KB));
+        for (uint32_t w : {v.x, v.y, v.z, v.w}) mx = max(mx, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      if (lane == 0) xmax[warp * 8 + r] = mx;
+    }
+    if constexpr (kWarpStaged) __syncwarp(); else __syncthreads();
+    auto slice_exp = [&](int r) {  // 14 - (the largest |x|'s exponent), within the float's normal scales
+      uint32_t mx = 0;
+      for (int w2 = warp % S; w2 < kWarps; w2 += S) mx = max(mx, xmax[w2 * 8 + r]);
+      return min(max(141 - int(mx >> 7), -126), 126);  // mx >> 7: the biased exponent; inf and NaN stay so
+    };
+    for (int r = 0; r < xrows; ++r) {
+      const float sc = __int_as_float((127 + slice_exp(r)) << 23);
+      for (int i = lane; i < KB / 64; i += 32) {
+        uint4* pv = reinterpret_cast<uint4*>(xs + xs_index(r, cv0 + i * 8, KB));
+        const uint4 v = *pv;
+        uint4 h;
+        h.x = f16x2_bits(__uint_as_float(v.x << 16) * sc, __uint_as_float(v.x & 0xffff0000u) * sc);
+        h.y = f16x2_bits(__uint_as_float(v.y << 16) * sc, __uint_as_float(v.y & 0xffff0000u) * sc);
+        h.z = f16x2_bits(__uint_as_float(v.z << 16) * sc, __uint_as_float(v.z & 0xffff0000u) * sc);
+        h.w = f16x2_bits(__uint_as_float(v.w << 16) * sc, __uint_as_float(v.w & 0xffff0000u) * sc);
+        *pv = h;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      if (2 * t + j < xrows) x_inv[j] = __int_as_float((127 - slice_exp(2 * t + j)) << 23);
+    if constexpr (kWarpStaged) __syncwarp(); else __syncthreads();
+  }
+
   if constexpr (F == WeightFormat::int4 && !kShared) {  // each group's sum of X per token (see the group's end)
     for (int i = threadIdx.x; i < (KB / 128) * MP; i += kThreads) {
       const int grp = i / MP, r = i % MP;
@@ -325,10 +386,16 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
 #pragma unroll
           for (int jj = 0; jj < 2; ++jj) {
             const uint32_t lo = words[2 * jj], hi = words[2 * jj + 1];  // a0..a3, a4..a7
-            const uint32_t a[4] = {int8x2_to_bf16x2(lo, 0), int8x2_to_bf16x2(lo, 2), int8x2_to_bf16x2(hi, 0),
-                                   int8x2_to_bf16x2(hi, 2)};
+            if constexpr (kF16) {
+              const uint32_t a[4] = {int8x2_to_f16x2(lo, 0), int8x2_to_f16x2(lo, 2), int8x2_to_f16x2(hi, 0),
+                                     int8x2_to_f16x2(hi, 2)};
+              mma_f16(acc[0], a, b[0][2 * jj], b[0][2 * jj + 1]);
+            } else {
+              const uint32_t a[4] = {int8x2_to_bf16x2(lo, 0), int8x2_to_bf16x2(lo, 2), int8x2_to_bf16x2(hi, 0),
+                                     int8x2_to_bf16x2(hi, 2)};
 #pragma unroll
-            for (int nt = 0; nt < MT; ++nt) mma_bf16(acc[nt], a, b[nt][2 * jj], b[nt][2 * jj + 1]);
+              for (int nt = 0; nt < MT; ++nt) mma_bf16(acc[nt], a, b[nt][2 * jj], b[nt][2 * jj + 1]);
+            }
           }
         } else {  // sparse24: one k32 step per chunk
           uint32_t b[MT][4];
@@ -343,15 +410,15 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
         }
       }
     }
-    if constexpr (F == WeightFormat::int8) {  // the channel scales
+    if constexpr (F == WeightFormat::int8) {  // the channel scales (and X's 2^-e per token, kF16)
       const float* sc = static_cast<const float*>(p.scales);
       const float c0s = __ldg(sc + row0 + g), c1s = __ldg(sc + row0 + g + 8);
 #pragma unroll
       for (int nt = 0; nt < MT; ++nt) {
-        acc[nt][0] *= c0s;
-        acc[nt][1] *= c0s;
-        acc[nt][2] *= c1s;
-        acc[nt][3] *= c1s;
+        acc[nt][0] *= c0s * x_inv[0];
+        acc[nt][1] *= c0s * x_inv[1];
+        acc[nt][2] *= c1s * x_inv[0];
+        acc[nt][3] *= c1s * x_inv[1];
       }
     }
   }
