@@ -9,7 +9,7 @@ loop (a backward branch) holding the most instructions of the class that marks t
 
     tensor   HMMA / HGMMA (mma.sync, wgmma), IMMA, HMMA.SP
     mufu     MUFU.* (ex2, rcp, rsqrt, ...): 16 lanes per SM per clock on sm_80/sm_90
-    fp32     FFMA, FADD, FMUL (FMA pipe: 128 lanes per SM per clock)
+    fp32     FFMA, FADD, FMUL, and the packed fp16 HFMA2, HADD2, HMUL2 (FMA pipe: 128 lanes per SM per clock)
     alu      integer and logic, compares, min/max, selects, moves: LOP3, IADD3, SHF, PRMT, ISETP,
              FSETP, FMNMX, FSEL, SEL, MOV, IMAD (64 lanes per SM per clock)
     cvt      conversions: F2F, F2FP (pack to 16-bit), I2F, F2I, I2FP, FRND (16 lanes per SM per clock)
@@ -39,7 +39,7 @@ import sys
 PIPES = ("tensor", "mufu", "fp32", "alu", "cvt", "memory", "uniform", "control")
 
 _TENSOR = ("HMMA", "HGMMA", "IMMA", "QGMMA", "IGMMA", "DMMA")
-_FP32 = ("FFMA", "FADD", "FMUL", "FFMA32I", "FADD32I", "FMUL32I")
+_FP32 = ("FFMA", "FADD", "FMUL", "FFMA32I", "FADD32I", "FMUL32I", "HFMA2", "HADD2", "HMUL2")
 _CVT = ("F2F", "F2FP", "I2F", "F2I", "I2FP", "F2IP", "FRND")
 _MEMORY = ("LDG", "STG", "LDS", "STS", "LDSM", "LDGSTS", "SHFL", "ATOM", "ATOMG", "ATOMS", "RED", "LD", "ST",
            "LDC", "STSM", "LDGDEPBAR", "UBLKCP", "UTMALDG", "UTMASTG")

@@ -91,7 +91,7 @@ constexpr WoLoop kWoInt4[] = {{6, {24, 0, 42, 242, 0, 29, 0, 12}, {1044, 949}},
                               {8, {128, 0, 200, 479, 0, 105, 0, 17}, {1922, 1690}},
                               {4, {128, 0, 196, 393, 0, 94, 0, 28}, {3394, 3164}},   // spills: LDL on the chain
                               {4, {32, 0, 52, 223, 0, 33, 0, 12}, {1276.6, 1143.6}}};  // m_tiles 2, 4 blocks an SM
-constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}, {754, 618}},
+constexpr WoLoop kWoInt8[] = {{6, {12, 0, 48, 153, 0, 18, 1, 9}, {880, 753}},  // fp16 (w9); bf16 was {12, 0, 96, 220, 0, 13, 0, 10}
                               {8, {32, 0, 128, 341, 0, 32, 0, 12}, {1362, 1221}},
                               {8, {64, 0, 128, 375, 0, 48, 0, 19}, {1452, 1292}},
                               {4, {64, 0, 64, 231, 0, 41, 0, 12}, {1024, 811}},
@@ -754,18 +754,18 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // They are taken at the loaded DRAM latency: the wave's other blocks' loads and atomics are still in flight.
   // (Before 2026-11-24 the memory term charged two startup round trips once, and none of the waves' write-outs:
   // the split-k points at m = 16 on 14336 x 4096, two waves, were predicted 20-24% fast.)
-  // The scaled formats wait once more per wave, beside the stream: int8's channel scales are loaded after the loop
-  // (SASS: two LDG.E.CONSTANT after the last HMMA, their FMULs before the write-out: a dependent round trip after the
-  // block's last chunk); int4's group scales are requested after the weight's first chunks (Share::none, ::block),
-  // so the barrier before the loop waits for them behind the wave's fill, and no refill leaves until then. 2:4 has
-  // neither. Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md w5): int4 at m = 1 on
-  // 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8; int8 9.9 -> 11.0
-  // against 11.1, 23.7 -> 24.9 against 25.8; every int4 and int8 mma point within 13% (median 3%). Share::warp
-  // requests int4's scales first and still measures this round trip more than 2:4: not named. Charged beside the
-  // stream only, not on one CTA's path (cta_round_trips): there it binds the small grids, int8 1024 x 4096 at m = 1
-  // 9.6 us predicted against 7.9 (that block's few chunks leave its scales' load little to wait behind).
+  // int4 waits once more per wave, beside the stream: its group scales are requested after the weight's first chunks
+  // (Share::none, ::block), so the barrier before the loop waits for them behind the wave's fill, and no refill leaves
+  // until then. Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md w5): int4 at m = 1 on
+  // 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8. Share::warp requests
+  // int4's scales first and still measures this round trip more than 2:4: not named. int8 waited the same way for
+  // its channel scales, loaded after the loop (SASS: two LDG.E.CONSTANT after the last HMMA) until they were
+  // requested with the first chunks (w9, NOTES.md): it measured 0.1-0.3 us faster for it, and without the term its
+  // points at m = 1 fall where 2:4's do (3-6% fast on the MLP shapes and 4096 x 4096). 2:4 has neither. Charged
+  // beside the stream only, not on one CTA's path (cta_round_trips): there it binds the small grids (int8 1024 x 4096
+  // at m = 1 was 9.6 us predicted against 7.9: that block's few chunks leave a scales' load little to wait behind).
   kl.startup_round_trips = 0;
-  kl.wave_round_trips = kl.cta_round_trips + (f == WeightFormat::sparse24 ? 0 : 1);
+  kl.wave_round_trips = kl.cta_round_trips + (f == WeightFormat::int4 ? 1 : 0);
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's

@@ -14,8 +14,9 @@
 //      stages its own slice of that row and its scales ahead of its weight (Share::warp);
 //   3. per chunk: dequantize in registers — int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2
 //      of 128 + q exactly (the 128 and the zero point leave at the group's end with the group's sum
-//      of X); int8: q + 2^23 + 128 built as a float's bits, minus the constant — then mma.sync
-//      m16n8k16; sparse24: the compressed values and their metadata go to mma.sp m16n8k32 as they
+//      of X); int8 at m <= 8: 1024 + q + 128 built as an fp16's bits, minus the constant, against X
+//      converted to fp16 (scaled per token and slice) once in shared memory; above 8 tokens q + 2^23 + 128
+//      built as a float's bits, minus the constant — then mma.sync m16n8k16; sparse24: the compressed values and their metadata go to mma.sp m16n8k32 as they
 //      are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
 //      and at the end), so the tensor cores see small integers (int4: 128 + q), exactly;
 //      the chunk kDepth ahead is loaded as soon as a register slot frees;
@@ -189,6 +190,16 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     if (active && i < chunks) {
       ring[i] = load_stream(wp + i * kUint4PerChunk);
       if constexpr (F == WeightFormat::sparse24) mring[i] = t < 2 ? __ldg(mp + i * 16) : 0u;
+    }
+  }
+
+  // int8's channel scales of the warp's rows, requested with the first chunks: loaded after the loop they were one more
+  // dependent DRAM round trip at every block's end.
+  float c0s = 1.f, c1s = 1.f;
+  if constexpr (F == WeightFormat::int8) {
+    if (active) {
+      const float* sc = static_cast<const float*>(p.scales);
+      c0s = __ldg(sc + row0 + g), c1s = __ldg(sc + row0 + g + 8);
     }
   }
 
@@ -411,8 +422,6 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
       }
     }
     if constexpr (F == WeightFormat::int8) {  // the channel scales (and X's 2^-e per token, kF16)
-      const float* sc = static_cast<const float*>(p.scales);
-      const float c0s = __ldg(sc + row0 + g), c1s = __ldg(sc + row0 + g + 8);
 #pragma unroll
       for (int nt = 0; nt < MT; ++nt) {
         acc[nt][0] *= c0s * x_inv[0];
