@@ -91,19 +91,25 @@ constexpr WoLoop kWoInt4[] = {{6, {24, 0, 42, 242, 0, 29, 0, 12}, {1044, 949}},
                               {8, {128, 0, 200, 479, 0, 105, 0, 17}, {1922, 1690}},
                               {4, {128, 0, 196, 393, 0, 94, 0, 28}, {3394, 3164}},   // spills: LDL on the chain
                               {4, {32, 0, 52, 223, 0, 33, 0, 12}, {1276.6, 1143.6}}};  // m_tiles 2, 4 blocks an SM
-constexpr WoLoop kWoInt8[] = {{6, {12, 0, 48, 153, 0, 18, 1, 9}, {880, 753}},  // fp16 (w9); bf16 was {12, 0, 96, 220, 0, 13, 0, 10}
+constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}, {754, 618}},
                               {8, {32, 0, 128, 341, 0, 32, 0, 12}, {1362, 1221}},
                               {8, {64, 0, 128, 375, 0, 48, 0, 19}, {1452, 1292}},
                               {4, {64, 0, 64, 231, 0, 41, 0, 12}, {1024, 811}},
                               {4, {16, 0, 64, 177, 0, 17, 0, 9}, {728, 586}}};
+// int8 on shared tiles (m = 1, Share::warp; Share::block 211 instructions, 640 / 513 cycles): the weight as fp16 against
+// X's row converted once (w9, NOTES.md). int4's and 2:4's shared loops are their plain loops within 5% (int4 366 / 367
+// against 349, 2:4 121 / 183 against 185): the plain entries stand for them.
+constexpr WoLoop kWoInt8Shared{6, {12, 0, 48, 125, 0, 13, 0, 10}, {691, 564}};
 constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}, {805, 695}},
                                 {8, {16, 0, 0, 173, 0, 40, 0, 25}, {1047, 937}},
                                 {8, {32, 0, 0, 153, 0, 49, 0, 28}, {915, 793}},
                                 {4, {32, 0, 0, 147, 0, 45, 0, 16}, {829, 685}},
                                 {4, {8, 0, 0, 93, 0, 21, 0, 11}, {591, 469}}};
 // The loop weight_only.cu builds for a format at m_tiles n8 tiles of tokens and blocks_per_sm
-// (sim/kernels.h weight_only_mma_blocks_per_sm): its depth is the plan's chunks a warp keeps in flight.
-const WoLoop& wo_loop(WeightFormat f, int m_tiles, int blocks_per_sm) {
+// (sim/kernels.h weight_only_mma_blocks_per_sm), its tiles shared (k_warps > 1) or not: its depth is the plan's chunks
+// a warp keeps in flight.
+const WoLoop& wo_loop(WeightFormat f, int m_tiles, int blocks_per_sm, bool shared) {
+  if (f == WeightFormat::int8 && shared) return kWoInt8Shared;
   const int i = m_tiles == 1 ? 0 : m_tiles == 2 ? (blocks_per_sm == 4 ? 4 : 1) : m_tiles == 4 ? 2 : 3;
   return f == WeightFormat::int4 ? kWoInt4[i] : f == WeightFormat::int8 ? kWoInt8[i] : kWoSparse[i];
 }
@@ -508,7 +514,7 @@ int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count) {
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps) {
   const int64_t block_rows = 128 / k_warps;
   return (k_warps > 1 ? m : 8 * mt) * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
-         (f == WeightFormat::int8 && mt == 1 ? 8 * 8 * 4 : 0) + (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0);
+         (f == WeightFormat::int8 && k_warps > 1 ? 8 * 4 : 0) + (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0);
 }
 
 std::string weight_only_kernel_name(WeightOnlyKernel k) {
@@ -577,7 +583,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   };
   int64_t split = 0, warps = 1;
   const int64_t chunks_alone = k / k_warps(1) / (f == WeightFormat::int4 ? 64 : 32);  // a warp's chunks, split 1
-  const int depth = wo_loop(f, plan.m_tiles, plan.blocks_per_sm).depth;
+  const int depth = wo_loop(f, plan.m_tiles, plan.blocks_per_sm, k_warps(1) > 1).depth;
   if (fits(1) && k_warps(1) > 1 &&
       (ceil_div(n, kBlockRows / k_warps(1)) * 2 >= capacity || chunks_alone <= 3 * depth)) {
     split = 1;  // no atomics: the warps of a tile sum in shared memory
@@ -732,7 +738,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper);
   if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
   if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
-  const WoLoop& lp = wo_loop(f, plan.m_tiles, plan.blocks_per_sm);
+  const WoLoop& lp = wo_loop(f, plan.m_tiles, plan.blocks_per_sm, plan.k_warps > 1);
   const double cols = f == WeightFormat::int4 ? 64 : 32;
   const double chunks_per_warp = double(plan.k_per_block) / plan.k_warps / cols;
   kl.kernel = "weight_only_kernel";
@@ -754,18 +760,20 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // They are taken at the loaded DRAM latency: the wave's other blocks' loads and atomics are still in flight.
   // (Before 2026-11-24 the memory term charged two startup round trips once, and none of the waves' write-outs:
   // the split-k points at m = 16 on 14336 x 4096, two waves, were predicted 20-24% fast.)
-  // int4 waits once more per wave, beside the stream: its group scales are requested after the weight's first chunks
-  // (Share::none, ::block), so the barrier before the loop waits for them behind the wave's fill, and no refill leaves
-  // until then. Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md w5): int4 at m = 1 on
-  // 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8. Share::warp requests
-  // int4's scales first and still measures this round trip more than 2:4: not named. int8 waited the same way for
-  // its channel scales, loaded after the loop (SASS: two LDG.E.CONSTANT after the last HMMA) until they were
-  // requested with the first chunks (w9, NOTES.md): it measured 0.1-0.3 us faster for it, and without the term its
-  // points at m = 1 fall where 2:4's do (3-6% fast on the MLP shapes and 4096 x 4096). 2:4 has neither. Charged
-  // beside the stream only, not on one CTA's path (cta_round_trips): there it binds the small grids (int8 1024 x 4096
-  // at m = 1 was 9.6 us predicted against 7.9: that block's few chunks leave a scales' load little to wait behind).
+  // The scaled formats wait once more per wave, beside the stream: int8's channel scales are loaded after the loop
+  // (SASS: two LDG.E.CONSTANT after the last HMMA, their FMULs before the write-out: a dependent round trip after the
+  // block's last chunk); int4's group scales are requested after the weight's first chunks (Share::none, ::block),
+  // so the barrier before the loop waits for them behind the wave's fill, and no refill leaves until then. 2:4 has
+  // neither, nor int8 on shared tiles, which requests its scales with the first chunks (w9: its loop's fp16 leaves
+  // the registers to hold them). Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md
+  // w5): int4 at m = 1 on 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8;
+  // int8 9.9 -> 11.0 against 11.1, 23.7 -> 24.9 against 25.8; every int4 and int8 mma point within 13% (median 3%).
+  // Share::warp requests int4's scales first and still measures this round trip more than 2:4: not named. Charged
+  // beside the stream only, not on one CTA's path (cta_round_trips): there it binds the small grids, int8 1024 x 4096
+  // at m = 1 9.6 us predicted against 7.9 (that block's few chunks leave its scales' load little to wait behind).
+  const bool scales_wait = f == WeightFormat::int4 || (f == WeightFormat::int8 && plan.k_warps == 1);
   kl.startup_round_trips = 0;
-  kl.wave_round_trips = kl.cta_round_trips + (f == WeightFormat::int4 ? 1 : 0);
+  kl.wave_round_trips = kl.cta_round_trips + (scales_wait ? 1 : 0);
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's

@@ -97,24 +97,28 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
   run_case(WeightFormat::sparse24, 64, 4096, 1536, 7);
 }
 
-// int8 at m <= 8 runs its tensor cores in fp16: X is scaled by a power of two per token and slice of k so that its
-// largest |x| lands in [2^14, 2^15) (weight_only.cu). Tokens far outside fp16's range each way, a zero token, and
-// 128-column groups whose magnitudes differ by 2^12, on every kernel the plan takes at these shapes (one tile a block,
-// shared tiles, split-k); each token's outputs are held to their own norm, so a scale shared by the tokens (which
-// would flush the small ones to zero) or none (which would overflow the large) fails.
+// int8 on shared tiles (m = 1) runs its tensor cores in fp16: X's row is scaled by a power of two per slice of k so
+// that its largest |x| lands in [2^14, 2^15) (weight_only.cu). One token far outside fp16's range each way, and zero,
+// with 128-column groups whose magnitudes differ by 2^12, on one tile a block and two and four (an unscaled row
+// would overflow or flush to zero); and the plain kernel (bf16: split-k, several tokens) at the same magnitudes, each
+// token's outputs held to their own norm.
 TEST(LinearGpu, Int8ActivationsOutsideFp16RangeKeepTheirPrecision) {
   REQUIRE_GPU();
   const struct {
     int64_t m, n, k;
-  } cases[] = {{1, 528, 1024}, {1, 1040, 512}, {1, 4096, 14336}, {5, 1040, 2048}, {8, 256, 4096}};
+    float scale;  // at m = 1
+  } cases[] = {{1, 528, 1024, 0x1p100f},  {1, 528, 1024, 0x1p-60f}, {1, 528, 2048, 0.f},     {1, 1040, 512, 0x1p40f},
+               {1, 1040, 512, 0x1p-40f}, {1, 4096, 4096, 0x1p20f}, {1, 4096, 14336, 0x1p40f}, {5, 1040, 2048, 1.f},
+               {8, 256, 4096, 1.f}};
   for (const auto& c : cases) {
-    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k));
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                 " scale=" + std::to_string(c.scale));
     const PackedWeight pw = pack_weight(random_weight(c.n, c.k, 31, 4, 8.f), c.n, c.k, WeightFormat::int8);
     std::vector<float> x = random_activations(c.m, c.k, 32);
     const float token_scale[] = {0x1p40f, 0x1p-40f, 0.f, 1.f, 0x1p20f, 0x1p-20f, 3.f, 0x1p100f};
     for (int64_t r = 0; r < c.m; ++r)
       for (int64_t j = 0; j < c.k; ++j)
-        x[r * c.k + j] *= (c.m == 1 ? 0x1p40f : token_scale[r]) * ((j / 128) % 3 == 1 ? 0x1p-12f : 1.f);
+        x[r * c.k + j] *= (c.m == 1 ? c.scale : token_scale[r]) * ((j / 128) % 3 == 1 ? 0x1p-12f : 1.f);
     LinearOperands op(pw, x, c.m, device_sms());
     const std::vector<double> ref = linear_reference(op.x_seen(), c.m, pw);
     op.poison_output();

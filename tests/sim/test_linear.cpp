@@ -316,9 +316,9 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   EXPECT_EQ(weight_only_k_warps(1, 4096, 384, 528), 1);  // 3 groups: no power of two divides them
   EXPECT_EQ(weight_only_k_warps(1, 4096, 512, 528), 4);
   EXPECT_EQ(weight_only_k_warps(2, 4096, 4096, 528), 1);
-  // int8 at m <= 8: X's row, the warps' |X| maxima (8 x 8 words), the slices' sums.
-  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 1, 1, 4096, 8), (4096 + 8) * 2 + 8 * 8 * 4 + 8 * 32 * 4 * 4);
-  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 16, 2, 1024, 1), 16 * (1024 + 8) * 2);
+  // int8 on shared tiles: X's row, the warps' |X| maxima (8 words), the slices' sums; on the plain kernel X's rows.
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 1, 1, 4096, 8), (4096 + 8) * 2 + 8 * 4 + 8 * 32 * 4 * 4);
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 3, 1, 1024, 1), 8 * (1024 + 8) * 2);
   EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int4, 3, 1, 1024, 1), 8 * (1024 + 8) * 2 + 8 * (128 + 8) * 4);
   // 4096 x 14336 int4: 256 blocks of 28-chunk warps would fill under half the 528 slots: split-k.
   EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).k_warps, 1);
@@ -444,8 +444,7 @@ TEST(WeightOnlyModel, XTilesStreamFromL2BesideTheWeightFromDram) {
 TEST(WeightOnlyModel, EachWaveOfTheSplitKGridFillsAndWritesOutBesideTheStream) {
   const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
   const PipeCeilings& p = hw.pipes;
-  // fill, fence, counter; int4 a dependent round trip more for its scales, int8 (its scales requested with the first
-  // chunks) and 2:4 none. At 16 tokens the
+  // fill, fence, counter; int8 (and int4) a dependent round trip more for their scales, 2:4 none. At 16 tokens the
   // 14336 x 4096 grid (4 blocks an SM: weight_only_mma_blocks_per_sm) and 4096 x 14336 run in one wave, int8 at 32
   // tokens on 4096 x 14336 in two (the mma kernel named: the plan runs wgmma_tma there).
   struct Case {
@@ -453,8 +452,8 @@ TEST(WeightOnlyModel, EachWaveOfTheSplitKGridFillsAndWritesOutBesideTheStream) {
     int64_t m, n, k;
     double waves, trips;
   };
-  for (const Case& c : {Case{WeightFormat::int8, 16, 14336, 4096, 1, 3}, Case{WeightFormat::int8, 16, 4096, 14336, 1, 3},
-                        Case{WeightFormat::int8, 32, 4096, 14336, 2, 3}, Case{WeightFormat::sparse24, 16, 14336, 4096, 1, 3},
+  for (const Case& c : {Case{WeightFormat::int8, 16, 14336, 4096, 1, 4}, Case{WeightFormat::int8, 16, 4096, 14336, 1, 4},
+                        Case{WeightFormat::int8, 32, 4096, 14336, 2, 4}, Case{WeightFormat::sparse24, 16, 14336, 4096, 1, 3},
                         Case{WeightFormat::sparse24, 16, 4096, 14336, 1, 3}, Case{WeightFormat::int4, 2, 4096, 14336, 1, 4}}) {
     KernelLaunch kl;
     const Prediction pr = weight_only_prediction(hw, c.m, c.n, c.k, c.f, &kl, WeightOnlyKernel::mma);
@@ -468,6 +467,29 @@ TEST(WeightOnlyModel, EachWaveOfTheSplitKGridFillsAndWritesOutBesideTheStream) {
     EXPECT_NEAR(pr.memory_s, kl.bytes / p.read_bandwidth + c.waves * c.trips * p.dram_latency_s, 1e-12)
         << c.n << "x" << c.k << " m " << c.m;
   }
+}
+
+// One token on shared tiles (no split-k): the fill, and the scales' round trip for int4 only: int8 there requests its
+// channel scales with its first chunks, and its loop (fp16) is its own, shorter than the plain kernel's bf16 loop.
+TEST(WeightOnlyModel, Int8OnSharedTilesWaitsNoScalesRoundTrip) {
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24}) {
+    const WeightOnlyPlan plan = plan_weight_only(f, 1, 14336, 4096, hw.sm_count, WeightOnlyKernel::mma);
+    ASSERT_GT(plan.k_warps, 1);
+    ASSERT_EQ(plan.split_k, 1);
+    KernelLaunch kl;
+    weight_only_prediction(hw, 1, 14336, 4096, f, &kl, WeightOnlyKernel::mma);
+    EXPECT_DOUBLE_EQ(kl.cta_round_trips, 1) << weight_format_name(f);
+    EXPECT_DOUBLE_EQ(kl.wave_round_trips, f == WeightFormat::int4 ? 2 : 1) << weight_format_name(f);
+  }
+  // The plain kernel (4096 x 14336 splits k) loads int8's scales after its loop.
+  KernelLaunch plain;
+  weight_only_prediction(hw, 1, 4096, 14336, WeightFormat::int8, &plain, WeightOnlyKernel::mma);
+  EXPECT_DOUBLE_EQ(plain.wave_round_trips, 3 + 1);
+  // The shared loop issues fewer instructions for the same chunks.
+  KernelLaunch shared_int8;
+  weight_only_prediction(hw, 1, 4096, 4096, WeightFormat::int8, &shared_int8, WeightOnlyKernel::mma);
+  EXPECT_LT(shared_int8.work.warp_instructions(), 0.7 * plain.work.warp_instructions() * 4096 / 14336);
 }
 
 }  // namespace

@@ -14,8 +14,8 @@
 //      stages its own slice of that row and its scales ahead of its weight (Share::warp);
 //   3. per chunk: dequantize in registers — int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2
 //      of 128 + q exactly (the 128 and the zero point leave at the group's end with the group's sum
-//      of X); int8 at m <= 8: 1024 + q + 128 built as an fp16's bits, minus the constant, against X
-//      converted to fp16 (scaled per token and slice) once in shared memory; above 8 tokens q + 2^23 + 128
+//      of X); int8 on shared tiles (m = 1): 1024 + q + 128 built as an fp16's bits, minus the constant,
+//      against X's row converted to fp16 (scaled per slice) once in shared memory; else q + 2^23 + 128
 //      built as a float's bits, minus the constant — then mma.sync m16n8k16; sparse24: the compressed values and their metadata go to mma.sp m16n8k32 as they
 //      are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
 //      and at the end), so the tensor cores see small integers (int4: 128 + q), exactly;
@@ -145,18 +145,20 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
   constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT, B>();
   constexpr int XR = kShared ? 1 : MP;  // X's rows staged (past m zero)
-  // int8 at m <= 8: the weight as fp16 (int8x2_to_f16x2: two instructions a value pair against five for bf16) and
-  // X converted to fp16 in shared memory before the loop, scaled per token and slice (below).
-  constexpr bool kF16 = F == WeightFormat::int8 && MT == 1;
+  // int8 on shared tiles (m = 1): the weight as fp16 (int8x2_to_f16x2: two instructions a value pair against five for
+  // bf16) and X's row converted to fp16 in shared memory before the loop, scaled per slice (below). Not on the plain
+  // kernel: with up to 8 token rows to convert the prologue cost more than the loop saved (int8 4096 x 4096 at m = 8
+  // 14.0 -> 20.5 us), and at m = 1 on 4096 x 14336 (split-k) it measured the same (26.2 -> 26.1 us; NOTES.md w9).
+  constexpr bool kF16 = F == WeightFormat::int8 && kShared;
   extern __shared__ __align__(128) unsigned char smem[];
-  // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]; int8 at MT 1: |X| maxima [8][8]]
+  // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]; int8, shared: |X| maxima [8]]
   // [sums [8][4 MT][32]]
   const int KB = p.k_per_block, S = kShared ? p.k_warps : 1, BR = kShared ? kBlockRows / S : kBlockRows;
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem);
   uint32_t* ssz = reinterpret_cast<uint32_t*>(smem + XR * (KB + 8) * 2);
   float* xsum = reinterpret_cast<float*>(ssz + (KB / 128) * BR);
-  uint32_t* xmax = ssz;  // kF16: [warp][row] the largest |x| of the columns the warp converts, as bf16 bits
-  float* sums = F == WeightFormat::int4 ? xsum + (KB / 128) * MP : reinterpret_cast<float*>(ssz + (kF16 ? 64 : 0));
+  uint32_t* xmax = ssz;  // kF16: [warp] the largest |x| of the columns the warp converts, as bf16 bits
+  float* sums = F == WeightFormat::int4 ? xsum + (KB / 128) * MP : reinterpret_cast<float*>(ssz + (kF16 ? 8 : 0));
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tile = warp / S, slice = warp % S;  // this warp's 16-row tile in the block, its share of k
@@ -193,14 +195,16 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     }
   }
 
-  // int8's channel scales of the warp's rows, requested with the first chunks: loaded after the loop they were one more
-  // dependent DRAM round trip at every block's end.
+  // int8's channel scales of the warp's rows: on shared tiles requested with the first chunks (loaded after the loop they
+  // are one more dependent DRAM round trip at every block's end); the plain kernel loads them after its loop, where
+  // holding them through it cost its 64 registers 11% more loop instructions (390 against 351, sass-counts.py).
   float c0s = 1.f, c1s = 1.f;
-  if constexpr (F == WeightFormat::int8) {
-    if (active) {
-      const float* sc = static_cast<const float*>(p.scales);
-      c0s = __ldg(sc + row0 + g), c1s = __ldg(sc + row0 + g + 8);
-    }
+  auto channel_scales = [&] {
+    const float* sc = static_cast<const float*>(p.scales);
+    c0s = __ldg(sc + row0 + g), c1s = __ldg(sc + row0 + g + 8);
+  };
+  if constexpr (kF16) {
+    if (active) channel_scales();
   }
 
   // 2. X[0:m, k0:k0+KB] and int4's scales of the range into shared memory (requested after the weight's first
@@ -225,46 +229,39 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     __syncwarp();
   }
-  // int8 at m <= 8: X[r, slice] to fp16 times 2^e, e per token r and slice (the block's 1/S share of k that a warp's
+  // int8 on shared tiles (m = 1): X's row to fp16 times 2^e, e per slice (the block's 1/S share of k that a warp's
   // chunks cover), so that the slice's largest |x| lies in [2^14, 2^15): bf16's 8 significant bits fit fp16's 11,
   // values below 2^-14 of the scaled range become fp16 subnormals (an error below 2^-39 of the largest), none
-  // overflows. The products q x 2^e are exact in the fp32 accumulators; 2^-e leaves with the channel scale, per
-  // slice (before the slices' sums). Each warp converts 1/8 of the range: its slice's (8/S warps a slice).
-  float x_inv[2] = {1.f, 1.f};  // 2^-e of this lane's tokens 2t and 2t + 1, in its slice
+  // overflows. The products q x 2^e are exact in the fp32 accumulators; 2^-e leaves with the channel scale, per slice
+  // (before the slices' sums). Each warp converts 1/8 of the row: its slice's (8/S warps a slice).
+  float x_inv = 1.f;  // 2^-e of this warp's slice
   if constexpr (kF16) {
-    const int xrows = kShared ? 1 : p.m, cv0 = (warp % S) * (KB / S) + (warp / S) * (KB / 8);
-    for (int r = 0; r < xrows; ++r) {
-      uint32_t mx = 0;  // the magnitude bits of bf16 compare as integers
-      for (int i = lane; i < KB / 64; i += 32) {
-        const uint4 v = *reinterpret_cast<const uint4*>(xs + xs_index(r, cv0 + i * 8, KB));
-        for (uint32_t w : {v.x, v.y, v.z, v.w}) mx = max(mx, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o /= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      if (lane == 0) xmax[warp * 8 + r] = mx;
-    }
-    if constexpr (kWarpStaged) __syncwarp(); else __syncthreads();
-    auto slice_exp = [&](int r) {  // 14 - (the largest |x|'s exponent), within the float's normal scales
-      uint32_t mx = 0;
-      for (int w2 = warp % S; w2 < kWarps; w2 += S) mx = max(mx, xmax[w2 * 8 + r]);
-      return min(max(141 - int(mx >> 7), -126), 126);  // mx >> 7: the biased exponent; inf and NaN stay so
-    };
-    for (int r = 0; r < xrows; ++r) {
-      const float sc = __int_as_float((127 + slice_exp(r)) << 23);
-      for (int i = lane; i < KB / 64; i += 32) {
-        uint4* pv = reinterpret_cast<uint4*>(xs + xs_index(r, cv0 + i * 8, KB));
-        const uint4 v = *pv;
-        uint4 h;
-        h.x = f16x2_bits(__uint_as_float(v.x << 16) * sc, __uint_as_float(v.x & 0xffff0000u) * sc);
-        h.y = f16x2_bits(__uint_as_float(v.y << 16) * sc, __uint_as_float(v.y & 0xffff0000u) * sc);
-        h.z = f16x2_bits(__uint_as_float(v.z << 16) * sc, __uint_as_float(v.z & 0xffff0000u) * sc);
-        h.w = f16x2_bits(__uint_as_float(v.w << 16) * sc, __uint_as_float(v.w & 0xffff0000u) * sc);
-        *pv = h;
-      }
+    const int cv0 = (warp % S) * (KB / S) + (warp / S) * (KB / 8);
+    uint32_t mx = 0;  // the magnitude bits of bf16 compare as integers
+    for (int i = lane; i < KB / 64; i += 32) {
+      const uint4 v = *reinterpret_cast<const uint4*>(xs + cv0 + i * 8);
+      for (uint32_t w : {v.x, v.y, v.z, v.w}) mx = max(mx, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
     }
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
-      if (2 * t + j < xrows) x_inv[j] = __int_as_float((127 - slice_exp(2 * t + j)) << 23);
+    for (int o = 16; o > 0; o /= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if constexpr (!kWarpStaged) {  // the slice's other warps' maxima
+      if (lane == 0) xmax[warp] = mx;
+      __syncthreads();
+      for (int w2 = warp % S; w2 < kWarps; w2 += S) mx = max(mx, xmax[w2]);
+    }
+    const int e = min(max(141 - int(mx >> 7), -126), 126);  // 14 - the biased exponent (mx >> 7); inf and NaN stay so
+    const float sc = __int_as_float((127 + e) << 23);
+    x_inv = __int_as_float((127 - e) << 23);
+    for (int i = lane; i < KB / 64; i += 32) {
+      uint4* pv = reinterpret_cast<uint4*>(xs + cv0 + i * 8);
+      const uint4 v = *pv;
+      uint4 h;
+      h.x = f16x2_bits(__uint_as_float(v.x << 16) * sc, __uint_as_float(v.x & 0xffff0000u) * sc);
+      h.y = f16x2_bits(__uint_as_float(v.y << 16) * sc, __uint_as_float(v.y & 0xffff0000u) * sc);
+      h.z = f16x2_bits(__uint_as_float(v.z << 16) * sc, __uint_as_float(v.z & 0xffff0000u) * sc);
+      h.w = f16x2_bits(__uint_as_float(v.w << 16) * sc, __uint_as_float(v.w & 0xffff0000u) * sc);
+      *pv = h;
+    }
     if constexpr (kWarpStaged) __syncwarp(); else __syncthreads();
   }
 
@@ -421,13 +418,15 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
         }
       }
     }
-    if constexpr (F == WeightFormat::int8) {  // the channel scales (and X's 2^-e per token, kF16)
+    if constexpr (F == WeightFormat::int8) {  // the channel scales (and X's 2^-e, kF16)
+      if constexpr (!kF16) channel_scales();
+      const float r0 = c0s * x_inv, r1 = c1s * x_inv;
 #pragma unroll
       for (int nt = 0; nt < MT; ++nt) {
-        acc[nt][0] *= c0s * x_inv[0];
-        acc[nt][1] *= c0s * x_inv[1];
-        acc[nt][2] *= c1s * x_inv[0];
-        acc[nt][3] *= c1s * x_inv[1];
+        acc[nt][0] *= r0;
+        acc[nt][1] *= r0;
+        acc[nt][2] *= r1;
+        acc[nt][3] *= r1;
       }
     }
   }
