@@ -597,6 +597,15 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   for (int64_t d = 1; d <= units && split == 0; ++d)
     if (fits_alone(d)) split = d;
   if (split == 0) split = units;
+  // int8 at one token where the plain kernel splits k four ways or more (4096 x 14336: 16): 4 warps a tile over a
+  // quarter of the splits, the same blocks and chunks a warp, on shared tiles' fp16 loop (w9) with a quarter of the
+  // atomics: 25.5 / 25.5 us against 25.8-26.0 (2 warps a tile x 8 splits 25.3-25.6, 8 x 2 26.2-26.4; int4 and 2:4
+  // measured slower so, 18.5 against 17.6 and 27.8-28.6 against 27.6-28.0: NOTES.md w9).
+  if (f == WeightFormat::int8 && m == 1 && warps == 1 && split >= 4 && split % 4 == 0 &&
+      weight_only_smem_bytes(f, m, plan.m_tiles, k / (split / 4), 4) <= smem_budget) {
+    warps = 4;
+    split /= 4;
+  }
   plan.k_warps = int(warps);
   plan.row_tiles = ceil_div(n, kBlockRows / plan.k_warps);
   plan.split_k = int(split);

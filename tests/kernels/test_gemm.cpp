@@ -93,6 +93,10 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
   run_case(WeightFormat::int8, 1, 528, 1024, 22);
   run_case(WeightFormat::sparse24, 1, 528, 2048, 23);
   run_case(WeightFormat::int4, 1, 528, 1024, 24);
+  // int8 at one token with shared tiles and split-k (4 warps a tile, the plain kernel's splits / 4): 14 splits of
+  // 17 tiles (the last cut by n), 8 splits of 33.
+  run_case(WeightFormat::int8, 1, 528, 14336, 25);
+  run_case(WeightFormat::int8, 1, 1040, 8192, 26);
   run_case(WeightFormat::int8, 16, 1024, 4096, 6);
   run_case(WeightFormat::sparse24, 64, 4096, 1536, 7);
 }

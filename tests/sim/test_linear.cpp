@@ -324,6 +324,13 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).k_warps, 1);
   EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 4096).k_warps, 8);  // 256 blocks of 8-chunk warps
   EXPECT_EQ(plan(WeightFormat::int8, 1, 4096, 4096).k_warps, 8);  // 256 blocks of 16-chunk warps
+  // int8 where the plain kernel splits k 16 ways: 4 warps a tile over 4 splits, the same 512 blocks of 28 chunks a warp.
+  const WeightOnlyPlan int8_down = plan(WeightFormat::int8, 1, 4096, 14336);
+  EXPECT_EQ(int8_down.k_warps, 4);
+  EXPECT_EQ(int8_down.split_k, 4);
+  EXPECT_EQ(int8_down.ctas, 512);
+  EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).split_k, 16);  // int4 and 2:4 keep the plain kernel there
+  EXPECT_EQ(plan(WeightFormat::sparse24, 1, 4096, 14336).k_warps, 1);
 }
 
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
@@ -482,9 +489,9 @@ TEST(WeightOnlyModel, Int8OnSharedTilesWaitsNoScalesRoundTrip) {
     EXPECT_DOUBLE_EQ(kl.cta_round_trips, 1) << weight_format_name(f);
     EXPECT_DOUBLE_EQ(kl.wave_round_trips, f == WeightFormat::int4 ? 2 : 1) << weight_format_name(f);
   }
-  // The plain kernel (4096 x 14336 splits k) loads int8's scales after its loop.
+  // The plain kernel (two tokens on 4096 x 14336: split-k) loads int8's scales after its loop.
   KernelLaunch plain;
-  weight_only_prediction(hw, 1, 4096, 14336, WeightFormat::int8, &plain, WeightOnlyKernel::mma);
+  weight_only_prediction(hw, 2, 4096, 14336, WeightFormat::int8, &plain, WeightOnlyKernel::mma);
   EXPECT_DOUBLE_EQ(plain.wave_round_trips, 3 + 1);
   // The shared loop issues fewer instructions for the same chunks.
   KernelLaunch shared_int8;
