@@ -67,8 +67,10 @@ constexpr FamilyBound kBounds[] = {
      "piece's merge leave ~3 us unnamed"},
     {"naive prefill", 0.21, "softmax_rows at short rows: per-row latency under load (round trips at the loaded DRAM latency); "
                             "measured again on 2026-11-24 with the kernel unchanged: 0.16 -> 0.20 -> 0.201 between runs"},
-    {"linear bf16", 0.26, "cuBLAS at 1024x4096, m = 64: a library kernel's fixed cost (its grid is not declared); "
-                          "measured again on 2026-11-24 with the library unchanged: 0.23 -> 0.25 between runs"},
+    // 0.26 -> 0.25 on 2026-11-24 (compression measured again from 71c5f90: 0.233), so that every family is held to
+    // the goal's worst.
+    {"linear bf16", 0.25, "cuBLAS at 1024x4096, m = 64: a library kernel's fixed cost (its grid is not declared); "
+                          "measured again on 2026-11-24 with the library unchanged: 0.23 -> 0.26 -> 0.24 -> 0.23 between runs"},
     // 0.22 -> 0.25 on 2026-11-24 (compression measured again from 1633359, the library unchanged): the 8192^3 GEMM
     // 893 -> 963 us (cuBLAS bf16 1582 -> 1694 us in the same run: the clock under a millisecond of tensor load).
     {"linear fp8", 0.25, "cuBLASLt fixed cost at 1024x4096, as bf16; the 8192^3 GEMM 20-21% (measured again on 2026-11-24, "
@@ -112,6 +114,7 @@ TEST(Fidelity, MedianAndWorstSymmetricErrorOnTheH100) {
   const auto pts = h100_points();
   const FidelitySummary all = summarize(pts);
   EXPECT_LE(all.median, 0.10) << "median symmetric error over every committed H100 point";
+  EXPECT_LE(all.worst, 0.25) << "worst symmetric error over every committed H100 point";
   std::vector<FidelityPoint> worst = pts;
   std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) { return a.error() > b.error(); });
   for (size_t i = 0; i < worst.size() && i < 10; ++i)
