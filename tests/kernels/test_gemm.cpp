@@ -103,9 +103,9 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
 
 // int8 on shared tiles (m = 1) runs its tensor cores in fp16: X's row is scaled by a power of two per slice of k so
 // that its largest |x| lands in [2^14, 2^15) (weight_only.cu). One token far outside fp16's range each way, and zero,
-// with 128-column groups whose magnitudes differ by 2^12, on one tile a block and two and four (an unscaled row
-// would overflow or flush to zero); and the plain kernel (bf16: split-k, several tokens) at the same magnitudes, each
-// token's outputs held to their own norm.
+// with 128-column groups whose magnitudes differ by 2^12, on one tile a block, two and four, and shared tiles with
+// split-k (4096 x 14336; an unscaled row would overflow or flush to zero); and the plain kernel (bf16: split-k,
+// several tokens) at the same magnitudes, each token's outputs held to their own norm.
 TEST(LinearGpu, Int8ActivationsOutsideFp16RangeKeepTheirPrecision) {
   REQUIRE_GPU();
   const struct {

@@ -16,8 +16,8 @@
 //      of 128 + q exactly (the 128 and the zero point leave at the group's end with the group's sum
 //      of X); int8 on shared tiles (m = 1): 1024 + q + 128 built as an fp16's bits, minus the constant,
 //      against X's row converted to fp16 (scaled per slice) once in shared memory; else q + 2^23 + 128
-//      built as a float's bits, minus the constant — then mma.sync m16n8k16; sparse24: the compressed values and their metadata go to mma.sp m16n8k32 as they
-//      are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
+//      built as a float's bits, minus the constant — then mma.sync m16n8k16; sparse24: the compressed
+//      values and their metadata go to mma.sp m16n8k32 as they are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
 //      and at the end), so the tensor cores see small integers (int4: 128 + q), exactly;
 //      the chunk kDepth ahead is loaded as soon as a register slot frees;
 //   4. the S warps of a tile sum their partial sums in shared memory (one barrier); split-k: the
@@ -148,7 +148,9 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   // int8 on shared tiles (m = 1): the weight as fp16 (int8x2_to_f16x2: two instructions a value pair against five for
   // bf16) and X's row converted to fp16 in shared memory before the loop, scaled per slice (below). Not on the plain
   // kernel: with up to 8 token rows to convert the prologue cost more than the loop saved (int8 4096 x 4096 at m = 8
-  // 14.0 -> 20.5 us), and at m = 1 on 4096 x 14336 (split-k) it measured the same (26.2 -> 26.1 us; NOTES.md w9).
+  // 14.0 -> 20.5 us), and at m = 1 on 4096 x 14336 (split-k 16) it measured the same (26.2 -> 26.1 us), while shared
+  // tiles over a quarter of the splits gained 0.4-0.6 us there: the plan gives int8 at m = 1 shared tiles wherever the
+  // plain kernel would split k four ways or more (sim/src/kernels.cpp plan_weight_only; NOTES.md w9).
   constexpr bool kF16 = F == WeightFormat::int8 && kShared;
   extern __shared__ __align__(128) unsigned char smem[];
   // [X: XR rows of KB + 8][int4: scales [KB/128][BR], group sums [KB/128][MP]; int8, shared: |X| maxima [8]]
