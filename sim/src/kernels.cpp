@@ -97,8 +97,10 @@ constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}, {754, 618}},
                               {4, {64, 0, 64, 231, 0, 41, 0, 12}, {1024, 811}},
                               {4, {16, 0, 64, 177, 0, 17, 0, 9}, {728, 586}}};
 // int8 on shared tiles (m = 1, Share::warp; Share::block 211 instructions, 640 / 513 cycles): the weight as fp16 against
-// X's row converted once (w9, NOTES.md). int4's and 2:4's shared loops are their plain loops within 5% (int4 366 / 367
-// against 349, 2:4 121 / 183 against 185): the plain entries stand for them.
+// X's row converted once (w9, NOTES.md). The plain entries stand for int4's and 2:4's shared loops: int4's are within
+// 5% of its plain loop (366 / 367 instructions against 349), 2:4's Share::warp loop too (183 against 185), while its
+// Share::block loop is shorter (121) and is not charged as its own (2:4 on 14336 x 4096 at m = 1: 26.15 us predicted
+// against 26.27 measured).
 constexpr WoLoop kWoInt8Shared{6, {12, 0, 48, 125, 0, 13, 0, 10}, {691, 564}};
 constexpr WoLoop kWoSparse[] = {{6, {6, 0, 0, 139, 0, 24, 1, 15}, {805, 695}},
                                 {8, {16, 0, 0, 173, 0, 40, 0, 25}, {1047, 937}},
@@ -774,8 +776,8 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // block's last chunk); int4's group scales are requested after the weight's first chunks (Share::none, ::block),
   // so the barrier before the loop waits for them behind the wave's fill, and no refill leaves until then. 2:4 has
   // neither, nor int8 on shared tiles, which requests its scales with the first chunks (w9: its loop's fp16 leaves
-  // the registers to hold them). Measured with and without it (compression, 2026-11-24, commit 8c596cf; NOTES.md
-  // w5): int4 at m = 1 on 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8;
+  // the registers to hold them). Measured with and without it (compression, 2026-11-24, commit 8c596cf, when int8
+  // still loaded its scales after the loop on every kernel; NOTES.md w5): int4 at m = 1 on 4096 x 4096 7.3 -> 8.5 us predicted against 8.9, 14336 x 4096 14.7 -> 15.8 against 17.8;
   // int8 9.9 -> 11.0 against 11.1, 23.7 -> 24.9 against 25.8; every int4 and int8 mma point within 13% (median 3%).
   // Share::warp requests int4's scales first and still measures this round trip more than 2:4: not named. Charged
   // beside the stream only, not on one CTA's path (cta_round_trips): there it binds the small grids, int8 1024 x 4096
