@@ -19,13 +19,13 @@ namespace inferlab {
 namespace {
 
 void run(benchmark::State& state, LinearShape s, WeightFormat f, int64_t split_k = 0,
-         WeightOnlyKernel kernel = WeightOnlyKernel::automatic) {
+         WeightOnlyKernel kernel = WeightOnlyKernel::automatic, SplitReduce reduce = SplitReduce::automatic) {
   Hardware hw;
   LinearMeasurement m;
   try {
     hw = hardware_of_this_gpu();
     for (auto _ : state) {
-      m = measure_linear(s, f, TimingOptions{}, split_k, kernel);
+      m = measure_linear(s, f, TimingOptions{}, split_k, kernel, reduce);
       state.SetIterationTime(m.timing.median_s);
     }
   } catch (const std::exception& e) {
@@ -80,6 +80,26 @@ int main(int argc, char** argv) {
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
         }
+  // How the split-k blocks sum (LinearParams::split_reduce), each split beside the other way, on the mma kernel at
+  // m = 1, 8 and 16: linear/<f>/n<n>xk<k>/m<m>/split:<s>/reduce:<atomics|cluster> (a split that cannot run so is a
+  // skipped row).
+  for (const auto& sh : shapes)
+    for (int64_t m : {1, 8, 16})
+      for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
+        for (int64_t split : {0, 2, 4, 8})
+          for (SplitReduce reduce : {SplitReduce::atomics, SplitReduce::cluster}) {
+            const LinearShape s{m, sh[0], sh[1]};
+            const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
+                                     std::to_string(sh[1]) + "/m" + std::to_string(m) + "/split:" +
+                                     (split == 0 ? std::string("plan") : std::to_string(split)) +
+                                     "/reduce:" + split_reduce_name(reduce);
+            benchmark::RegisterBenchmark(name.c_str(), [s, f, split, reduce](benchmark::State& st) {
+              run(st, s, f, split, WeightOnlyKernel::mma, reduce);
+            })
+                ->Iterations(1)
+                ->UseManualTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
   // The weight-only kernels side by side with the plan's choice (LinearParams::kernel):
   // linear/<f>/n<n>xk<k>/m<m>/kernel:<mma|wgmma|wgmma_tma> at m = 1, 8, 16, 32, 64 (a kernel that cannot run here
   // is a skipped row).

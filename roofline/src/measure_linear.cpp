@@ -79,7 +79,7 @@ void check_linear_supported(const LinearShape& s, WeightFormat f) {
 }
 
 LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing, int64_t split_k,
-                                 WeightOnlyKernel kernel) {
+                                 WeightOnlyKernel kernel, SplitReduce reduce) {
   check_linear_supported(s, f);
   static std::mutex mu;
   static WeightCache cache;
@@ -100,7 +100,7 @@ LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const Tim
   }
 
   // The format: its packed weight, and its own activations where they differ (fp16, fp8).
-  LinearOperands op(cache.get(s.n, s.k, f), x, s.m, d.sms, split_k, kernel);
+  LinearOperands op(cache.get(s.n, s.k, f), x, s.m, d.sms, split_k, kernel, reduce);
   op.poison_output();
   linear(op.params(), timing.stream);
   INFERLAB_CUDA_CHECK(cudaStreamSynchronize(timing.stream));

@@ -513,10 +513,20 @@ int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count) {
   return 2;
 }
 
-int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps) {
+int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps, int cluster) {
   const int64_t block_rows = 128 / k_warps;
   return (k_warps > 1 ? m : 8 * mt) * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
-         (f == WeightFormat::int8 && k_warps > 1 ? 8 * 4 : 0) + (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0);
+         (f == WeightFormat::int8 && k_warps > 1 ? 8 * 4 : 0) + (k_warps > 1 ? 8 * 32 * 4 * mt * 4 : 0) +
+         (cluster > 1 ? m * cluster * ceil_div(block_rows, int64_t(cluster)) * 4 : 0);
+}
+
+std::string split_reduce_name(SplitReduce r) {
+  switch (r) {
+    case SplitReduce::automatic: return "automatic";
+    case SplitReduce::atomics: return "atomics";
+    case SplitReduce::cluster: return "cluster";
+  }
+  return "?";
 }
 
 std::string weight_only_kernel_name(WeightOnlyKernel k) {
@@ -532,7 +542,7 @@ std::string weight_only_kernel_name(WeightOnlyKernel k) {
 int64_t wgmma_from_tokens(WeightFormat f) { return f == WeightFormat::int4 ? 9 : 17; }
 
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
-                                WeightOnlyKernel kernel, bool wgmma_available) {
+                                WeightOnlyKernel kernel, bool wgmma_available, SplitReduce reduce) {
   constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
   const bool dequant_format = f == WeightFormat::int4 || f == WeightFormat::int8;
   const bool tma_format = dequant_format || f == WeightFormat::sparse24;
@@ -548,6 +558,9 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   plan.kernel = kernel;
   plan.row_tiles = ceil_div(n, kBlockRows);
   if (kernel == WeightOnlyKernel::wgmma || kernel == WeightOnlyKernel::wgmma_tma) {
+    if (reduce != SplitReduce::automatic)
+      throw Error("linear: split_reduce " + split_reduce_name(reduce) + " applies to the mma weight-only kernel (the " +
+                  weight_only_kernel_name(kernel) + " kernel runs at " + std::to_string(m) + " tokens)");
     const bool tma = kernel == WeightOnlyKernel::wgmma_tma;
     // One persistent wave: every SM holds blocks_per_sm blocks, each with an equal contiguous share
     // of the units (a tile's 128-column groups in order, then the next tile's).
@@ -613,7 +626,22 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   plan.split_k = int(split);
   plan.k_per_block = k / split;
   plan.ctas = plan.row_tiles * split;
+  plan.cluster = weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);
   return plan;
+}
+
+int weight_only_cluster_blocks(WeightFormat f, int64_t m, const WeightOnlyPlan& plan, SplitReduce reduce, bool hopper) {
+  if (plan.split_k == 1 || reduce == SplitReduce::atomics) return 1;
+  const bool fits = weight_only_smem_bytes(f, m, plan.m_tiles, plan.k_per_block, plan.k_warps, plan.split_k) <=
+                    (227 << 10) / plan.blocks_per_sm - (1 << 10);
+  if (reduce == SplitReduce::automatic) return 1;
+  const std::string what = "linear: split-k summed in a cluster (" + std::to_string(plan.split_k) + " blocks along k)";
+  if (!hopper) throw Error(what + " needs a Hopper GPU (compute capability 9.0) and a build for it");
+  if (plan.m_tiles > 2) throw Error(what + " serves up to 16 tokens (" + std::to_string(m) + " asked)");
+  if (plan.split_k > kMaxClusterBlocks)
+    throw Error(what + ": a cluster holds at most " + std::to_string(kMaxClusterBlocks) + " blocks");
+  if (!fits) throw Error(what + ": the sums it receives do not fit the block's shared memory beside X");
+  return plan.split_k;
 }
 
 int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int64_t k) {

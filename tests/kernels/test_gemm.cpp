@@ -38,11 +38,13 @@ int device_sms() {
 // Runs one (format, m, n, k) case twice (the second run checks the workspace was left clean) and
 // compares with the reference.
 void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, int64_t split_k = 0,
-              WeightOnlyKernel kernel = WeightOnlyKernel::automatic) {
+              WeightOnlyKernel kernel = WeightOnlyKernel::automatic, SplitReduce reduce = SplitReduce::automatic) {
   SCOPED_TRACE(weight_format_name(f) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-               " split_k=" + std::to_string(split_k) + " kernel=" + weight_only_kernel_name(kernel));
+               " split_k=" + std::to_string(split_k) + " kernel=" + weight_only_kernel_name(kernel) +
+               " reduce=" + split_reduce_name(reduce));
   const PackedWeight pw = pack_weight(random_weight(n, k, seed, 4, 8.f), n, k, f);
-  LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms(), split_k, kernel);
+  LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms(), split_k, kernel, reduce);
+  std::vector<float> first;
   const std::vector<double> ref = linear_reference(op.x_seen(), m, pw);
   double ref_norm = 0, round_err = 0;
   for (double v : ref) {
@@ -64,6 +66,10 @@ void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, in
     }
     ASSERT_EQ(unwritten, 0u) << "outputs not written (or not finite), run " << run;
     EXPECT_LE(std::sqrt(err / ref_norm), tol) << "run " << run;
+    // Summed in a cluster, the splits add in one order: the second launch repeats the first bit for bit.
+    if (run == 0) first = y;
+    else if (reduce == SplitReduce::cluster)
+      EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0) << "cluster sums differ between launches";
     std::size_t dirty = 0;
     for (uint8_t b : op.workspace()) dirty += b != 0;
     EXPECT_EQ(dirty, 0u) << "workspace bytes left dirty after run " << run;
@@ -179,6 +185,51 @@ TEST(LinearGpu, EverySplitOfTheWeightOnlyKernelsMatchesTheReference) {
               LinearOperands op(pw, random_activations(1, 384, 4), 1, device_sms(), 2);
               linear(op.params(), nullptr);
             }).find("split_k 2 must divide k/128 = 3"),
+            std::string::npos);
+}
+
+// Split-k summed in a thread-block cluster (LinearParams::split_reduce, Hopper) beside the atomics, over the same fresh
+// shapes: splits of 2, 4, 8 and 16 blocks (16: a non-portable cluster), tokens over the n8 paddings, n not a multiple of 128 (a row tile's last
+// owners receive nothing, or part of their share), shared tiles at one token (int8: 4 warps a tile, a block's 32 rows
+// owned 4 or 8 apiece), and the refusals by name: more splits than a cluster holds, a wgmma kernel.
+TEST(LinearGpu, SplitKSummedInAClusterMatchesTheReference) {
+  REQUIRE_GPU();
+  LinearParams probe;
+  probe.format = WeightFormat::int8, probe.m = 1, probe.n = 128, probe.k = 1024, probe.split_k = 2;
+  probe.split_reduce = SplitReduce::cluster;
+  const std::string missing = error_of([&] { plan_linear(probe, device_sms()); });
+  if (!missing.empty()) {
+    EXPECT_NE(missing.find("needs a Hopper GPU"), std::string::npos) << missing;
+    GTEST_SKIP() << "split-k in a cluster not run here: " << missing;
+  }
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 123};
+  for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8, WeightFormat::sparse24})
+    for (int64_t m : {1, 3, 8, 16})
+      for (int64_t split : {2, 4, 8, 16}) {
+        const int64_t n = 16 * (1 + int64_t(rng.next() % 40)), k = 128 * split * (1 + int64_t(rng.next() % 3));
+        for (SplitReduce reduce : {SplitReduce::atomics, SplitReduce::cluster})
+          run_case(f, m, n, k, 300 + uint64_t(split) + uint64_t(m), split, WeightOnlyKernel::mma, reduce);
+      }
+  // Splits that do not divide the tile's 128 rows: 12 owners of 11 rows (the last 7), 6 of 22 (the last 18).
+  run_case(WeightFormat::int8, 3, 400, 1536, 28, 12, WeightOnlyKernel::mma, SplitReduce::cluster);
+  run_case(WeightFormat::int4, 9, 656, 768, 29, 6, WeightOnlyKernel::mma, SplitReduce::cluster);
+  // int8 at one token on shared tiles with split-k (the plan's 4 warps a tile over a quarter of 16 splits), and the
+  // layer shape the experiment runs.
+  run_case(WeightFormat::int8, 1, 528, 14336, 25, 0, WeightOnlyKernel::automatic, SplitReduce::cluster);
+  run_case(WeightFormat::int8, 1, 1040, 8192, 26, 0, WeightOnlyKernel::automatic, SplitReduce::cluster);
+  run_case(WeightFormat::int4, 1, 4096, 14336, 27, 0, WeightOnlyKernel::mma, SplitReduce::cluster);  // 16 splits
+  const PackedWeight pw = pack_weight(random_weight(256, 4096, 3, 4, 8.f), 256, 4096, WeightFormat::int4);
+  EXPECT_NE(error_of([&] {
+              LinearOperands op(pw, random_activations(1, 4096, 4), 1, device_sms(), 32, WeightOnlyKernel::mma,
+                                SplitReduce::cluster);
+              linear(op.params(), nullptr);
+            }).find("a cluster holds at most 16 blocks"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              LinearOperands op(pw, random_activations(32, 4096, 4), 32, device_sms(), 0, WeightOnlyKernel::wgmma_tma,
+                                SplitReduce::cluster);
+              linear(op.params(), nullptr);
+            }).find("split_reduce applies to the mma weight-only kernel"),
             std::string::npos);
 }
 

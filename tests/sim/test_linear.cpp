@@ -333,6 +333,39 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   EXPECT_EQ(plan(WeightFormat::sparse24, 1, 4096, 14336).k_warps, 1);
 }
 
+// Split-k summed in a cluster (SplitReduce::cluster): the split_k blocks of a row tile form the cluster, each receiving
+// m x its share of the block's rows in fp32 beside X; refused by name where it cannot run; atomics and a plan of one
+// split need none.
+TEST(WeightOnlyPlan, SplitKInAClusterIsTheSplitsBlocksOrANamedRefusal) {
+  auto plan = [](WeightFormat f, int64_t m, int64_t n, int64_t k, SplitReduce r, bool hopper = true) {
+    return plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::mma, hopper, r);
+  };
+  const WeightOnlyPlan down = plan(WeightFormat::int8, 1, 4096, 14336, SplitReduce::cluster);
+  EXPECT_EQ(down.split_k, 4);
+  EXPECT_EQ(down.cluster, 4);
+  EXPECT_EQ(plan(WeightFormat::int8, 1, 4096, 14336, SplitReduce::atomics).cluster, 1);
+  EXPECT_EQ(plan(WeightFormat::int8, 1, 4096, 4096, SplitReduce::cluster).cluster, 1);  // one split: nothing to sum
+  const WeightOnlyPlan eight = plan(WeightFormat::int8, 8, 4096, 4096, SplitReduce::cluster);  // 32 row tiles
+  EXPECT_EQ(eight.split_k, 16);
+  EXPECT_EQ(eight.cluster, 16);
+  // The received sums: m x the block's rows in fp32 (int8 on shared tiles: 32 rows; the plain kernel: 128).
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int8, 1, 1, 3584, 4, 4) - weight_only_smem_bytes(WeightFormat::int8, 1, 1, 3584, 4),
+            1 * 32 * 4);
+  EXPECT_EQ(weight_only_smem_bytes(WeightFormat::int4, 8, 1, 1024, 1, 2) - weight_only_smem_bytes(WeightFormat::int4, 8, 1, 1024, 1),
+            8 * 128 * 4);
+  EXPECT_NE(error_of([&] { plan(WeightFormat::int8, 1, 4096, 14336, SplitReduce::cluster, false); }).find("needs a Hopper GPU"),
+            std::string::npos);
+  EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336, SplitReduce::cluster).cluster, 16);  // the plain kernel's 16 splits
+  EXPECT_NE(error_of([&] { plan(WeightFormat::int4, 1, 1024, 14336, SplitReduce::cluster); }).find("at most 16 blocks"),
+            std::string::npos);  // 8 row tiles: 56 splits
+  EXPECT_NE(error_of([&] { plan(WeightFormat::int8, 32, 1024, 4096, SplitReduce::cluster); }).find("up to 16 tokens"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { plan_weight_only(WeightFormat::int4, 64, 4096, 4096, 132, WeightOnlyKernel::wgmma_tma, true,
+                                            SplitReduce::cluster); })
+                .find("applies to the mma weight-only kernel"),
+            std::string::npos);
+}
+
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
 // (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 and 2:4 from 17, and mma wherever
 // the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.

@@ -12,7 +12,7 @@ std::vector<uint8_t> or_placeholder(const std::vector<uint8_t>& v) { return v.em
 }  // namespace
 
 LinearOperands::LinearOperands(const PackedWeight& w, const std::vector<float>& x, int64_t m, int sm_count,
-                               int64_t split_k, WeightOnlyKernel kernel)
+                               int64_t split_k, WeightOnlyKernel kernel, SplitReduce reduce)
     : values_(w.values), scales_(or_placeholder(w.scales)), metadata_(or_placeholder(w.metadata)), x_scale_(1),
       y_(std::size_t(m * w.n)) {
   const WeightFormat f = w.format;
@@ -41,6 +41,7 @@ LinearOperands::LinearOperands(const PackedWeight& w, const std::vector<float>& 
   params_.y = y_.get();
   params_.split_k = split_k;
   params_.kernel = kernel;
+  params_.split_reduce = reduce;
   workspace_ = DeviceBuffer<uint8_t>(std::max<std::size_t>(linear_workspace_bytes(params_, sm_count), 16));
   INFERLAB_CUDA_CHECK(cudaMemset(workspace_.get(), 0, workspace_.bytes()));
   params_.workspace = workspace_.get();

@@ -71,6 +71,7 @@ struct WoParams {
   float* partial;           // split-k: [m, n] fp32, zero between launches
   int* counters;            // split-k: [row tiles]
   int m, n, k, k_per_block, split_k, k_warps;
+  int received_offset;      // split-k in a cluster: the received sums' byte offset in dynamic shared memory
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
@@ -120,6 +121,37 @@ __device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]), "r"(meta));
 }
 
+// Split-k in a cluster (Hopper): the blocks of a row tile's k splits are one cluster along y.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define INFERLAB_WO_CLUSTER 1
+// A shared::cta address of this block as the shared::cluster address of the same variable in block `rank`.
+__device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
+  return a;
+}
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+// One fp32 into another block's shared memory, its 4 bytes completing on that block's mbarrier.
+__device__ __forceinline__ void st_async_f32(uint32_t addr, float v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(addr), "f"(v), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void received_init(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
+               "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+               "fence.mbarrier_init.release.cluster;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void received_wait(uint64_t* bar) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar))
+      : "memory");
+}
+#endif
+
 // X tile element (row, col) in shared memory: rows of KB columns padded by 16 bytes, so that the 8
 // rows one ldmatrix reads at one column fall in distinct banks.
 __device__ __forceinline__ int xs_index(int row, int col, int kb) { return row * (kb + 8) + col; }
@@ -139,7 +171,10 @@ constexpr int depth() { return MT == 1 ? 6 : MT == 2 ? (B == 4 ? 4 : 8) : MT == 
 // 14336 x 4096, measured 15-20% slower without a block barrier before the loop, and no faster than Share::block with
 // one: kernels/gemm/NOTES.md w5).
 enum class Share { none, block, warp };
-template <WeightFormat F, int MT, int B, Share kShare>
+// kCluster: split-k summed in a cluster (SplitReduce::cluster) instead of by atomics; its own instantiations, so that
+// the atomics kernels' SASS stays as it was (with the cluster's code as a branch on a parameter, the plain kernel's
+// m = 1 loop took 387-390 instructions against 349-351 at its 64 registers).
+template <WeightFormat F, int MT, int B, Share kShare, bool kCluster = false>
 __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_constant__ WoParams p) {
   constexpr bool kShared = kShare != Share::none, kWarpStaged = kShare == Share::warp;
   static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
@@ -167,6 +202,24 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   const int row_tile = blockIdx.x, row0 = row_tile * BR + tile * 16;
   const int k0 = blockIdx.y * KB, kw0 = slice * (KB / S), chunks = KB / S / C;  // kw0: from k0
   const bool active = row0 < p.n;
+
+  // Split-k in a cluster (p.cluster): this block owns rows [own0, own0 + share) of the row tile and receives every
+  // split's sums of them (split x m x its rows past n excluded, in fp32) on `received`; the cluster's barrier is
+  // arrived at here and waited for before the first send (every block's mbarrier initialized), long after.
+  __shared__ __align__(8) uint64_t received;
+  auto owned = [&](int& own0, int& share) {  // this block's rows, those past the tile or n excluded
+    share = (BR + p.split_k - 1) / p.split_k, own0 = row_tile * BR + int(blockIdx.y) * share;
+    return min(max(min(p.n, (row_tile + 1) * BR) - own0, 0), share);
+  };
+#ifdef INFERLAB_WO_CLUSTER
+  if constexpr (kCluster) {
+    if (threadIdx.x == 0) {
+      int own0, share;
+      received_init(&received, uint32_t(p.split_k * p.m * owned(own0, share) * 4));
+    }
+    cluster_arrive_relaxed();
+  }
+#endif
 
   // 0. Share::warp (S = 8, one tile, every warp active): this warp's slice of X and its groups' scales, ahead of
   // its weight (a few hundred bytes, not queued behind the block's first chunks).
@@ -462,6 +515,33 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     for_outputs([&](int mi, int row, float v) { p.y[int64_t(mi) * p.n + row] = __float2bfloat16_rn(v); });
     return;
   }
+#ifdef INFERLAB_WO_CLUSTER
+  if constexpr (kCluster) {
+    // Every split's sums go to their row's owner (the cluster's rank = blockIdx.y: the cluster spans the grid's y),
+    // at [split][token][row within the share]; the owner sums the splits in order (the same order every launch) and
+    // converts. A block leaves once its own rows have arrived: the sums it sent are the receivers' to wait for.
+    float* got = reinterpret_cast<float*>(smem + p.received_offset);
+    int own0, share;
+    const int own_rows = owned(own0, share), me = int(blockIdx.y);
+    cluster_wait();
+    for_outputs([&](int mi, int row, float v) {
+      const int local = row - row_tile * BR;
+      const uint32_t owner = uint32_t(local / share);
+      st_async_f32(cluster_addr(got + (me * p.m + mi) * share + local % share, owner), v,
+                   cluster_addr(&received, owner));
+    });
+    if (own_rows > 0) {
+      received_wait(&received);
+      for (int i = threadIdx.x; i < p.m * own_rows; i += kThreads) {
+        const int mi = i / own_rows, j = i % own_rows;
+        float sum = 0.f;
+        for (int s2 = 0; s2 < p.split_k; ++s2) sum += got[(s2 * p.m + mi) * share + j];
+        p.y[int64_t(mi) * p.n + own0 + j] = __float2bfloat16_rn(sum);
+      }
+    }
+    return;
+  }
+#endif
   for_outputs([&](int mi, int row, float v) { atomicAdd(p.partial + int64_t(mi) * p.n + row, v); });
   __shared__ int last;
   __threadfence();
@@ -485,14 +565,51 @@ int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
 
 template <WeightFormat F, int MT, int B, Share kShare = Share::none>
 void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
-  auto kernel = weight_only_kernel<F, MT, B, kShare>;
   const int smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps));
-  static KernelSmem attr;
-  attr.ensure(kernel, smem, "linear (weight-only)");
   const int block_rows = kBlockRows / plan.k_warps;
   const dim3 grid(unsigned((wp.n + block_rows - 1) / block_rows), unsigned(plan.split_k));
-  kernel<<<grid, kThreads, smem, stream>>>(wp);
+  if (plan.cluster <= 1) {
+    auto kernel = weight_only_kernel<F, MT, B, kShare>;
+    static KernelSmem attr;
+    attr.ensure(kernel, smem, "linear (weight-only)");
+    kernel<<<grid, kThreads, smem, stream>>>(wp);
+    INFERLAB_CHECK_LAUNCH();
+    return;
+  }
+  // The split_k blocks of a row tile as one cluster; the sums they receive after X and the rest.
+  if constexpr (kShare == Share::warp || MT > 2) {
+    throw Error("linear: split-k in a cluster runs at 1 to 16 tokens with a row tile's warps on their own k or sharing it");
+  } else {
+  auto kernel = weight_only_kernel<F, MT, B, kShare, true>;
+  static KernelSmem attr;
+  static std::atomic<bool> large_cluster_allowed[KernelSmem::kMaxDevices];  // beyond 8 blocks, per device
+  if (plan.cluster > 8) {
+    int device = 0;
+    INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+    if (device < KernelSmem::kMaxDevices && !large_cluster_allowed[device].load()) {
+      INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      large_cluster_allowed[device].store(true);
+    }
+  }
+  WoParams cp = wp;
+  cp.received_offset = (smem + 15) / 16 * 16;
+  const int cluster_smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps, plan.cluster)) + 16;
+  attr.ensure(kernel, cluster_smem, "linear (weight-only, split-k in a cluster)");
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = std::size_t(cluster_smem);
+  config.stream = stream;
+  cudaLaunchAttribute cluster_dim{};
+  cluster_dim.id = cudaLaunchAttributeClusterDimension;
+  cluster_dim.val.clusterDim.x = 1;
+  cluster_dim.val.clusterDim.y = unsigned(plan.cluster);
+  cluster_dim.val.clusterDim.z = 1;
+  config.attrs = &cluster_dim;
+  config.numAttrs = 1;
+  INFERLAB_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, cp));
   INFERLAB_CHECK_LAUNCH();
+  }
 }
 
 template <WeightFormat F>
@@ -525,7 +642,7 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
     throw Error(kWgmmaBuilt ? "linear: the " + name + " weight-only kernel needs compute capability 9.0 (this GPU: " +
                                   std::to_string(compute_capability / 10) + "." + std::to_string(compute_capability % 10) + ")"
                             : "linear: the " + name + " weight-only kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
-  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here);
+  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here, p.split_reduce);
   LinearPlan plan;
   plan.kernel = wp.kernel;
   plan.m_tiles = wp.m_tiles;
@@ -558,6 +675,9 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
   plan.k_per_block = p.k / split;
   plan.k_warps = int(k_warps);
   plan.ctas = (p.n + kBlockRows / plan.k_warps - 1) / (kBlockRows / plan.k_warps) * split;
+  WeightOnlyPlan candidate = wp;  // the cluster for this split (the plan's own, or a candidate's)
+  candidate.split_k = plan.split_k, candidate.k_per_block = plan.k_per_block, candidate.k_warps = plan.k_warps;
+  plan.cluster = weight_only_cluster_blocks(p.format, p.m, candidate, p.split_reduce, wgmma_here);
   return plan;
 }
 

@@ -22,8 +22,9 @@ struct LinearMeasurement {
 // cannot store, not enough device memory) before anything is launched.
 void check_linear_supported(const LinearShape& s, WeightFormat f);
 // split_k: 0 the weight-only kernels' plan, else LinearParams::split_k (a candidate the plan was measured against);
-// kernel: LinearParams::kernel (automatic: the plan's by m).
+// kernel: LinearParams::kernel (automatic: the plan's by m); reduce: LinearParams::split_reduce.
 LinearMeasurement measure_linear(const LinearShape& s, WeightFormat f, const TimingOptions& timing = {}, int64_t split_k = 0,
-                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic);
+                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic,
+                                 SplitReduce reduce = SplitReduce::automatic);
 
 }  // namespace inferlab

@@ -158,6 +158,18 @@ KernelLaunch streaming_kernel(const std::string& name, double bytes, double writ
 enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
 
+// How the mma kernel's split-k blocks of one row tile sum their partial sums:
+//   atomics  fp32 atomics into a workspace, a __threadfence, a counter; the last block reads back and converts
+//            (three dependent L2 round trips after the loop)
+//   cluster  the split_k blocks of a row tile form one thread-block cluster (Hopper, at most 16); each owns
+//            1/split_k of the tile's rows, and every block sends its sums of those rows into the owner's
+//            shared memory (st.async, completing on the owner's mbarrier): one one-way hop between SMs, a
+//            fixed summation order, no workspace traffic
+//   automatic  the plan's choice (plan_weight_only)
+enum class SplitReduce { automatic, atomics, cluster };
+std::string split_reduce_name(SplitReduce r);
+constexpr int kMaxClusterBlocks = 16;  // Hopper's largest cluster (beyond 8, a non-portable size the kernel allows)
+
 // automatic: the wgmma_tma kernel from this many tokens on (where it is built and the GPU has it, int8 and
 // int4), the mma kernel below; the wgmma kernel is a rung named explicitly. Measured on the H100
 // (kernels/gemm/NOTES.md, tma1; bench_gemm, 2026-11-24, 14336 x 4096 / 4096 x 14336):
@@ -251,11 +263,15 @@ struct WeightOnlyPlan {
   int stages = 0;
   int64_t units = 0;
   int64_t ctas = 0;
+  int cluster = 1;  // mma, split_k > 1: blocks a cluster (SplitReduce::cluster: split_k), 1: atomics
 };
 // kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
 // 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
+// reduce: how split-k blocks sum (cluster needs Hopper, wgmma_available, and split_k <= 8; asked for where it cannot
+// run, an inferlab::Error naming why; with split_k 1 nothing is summed across blocks and it is ignored).
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
-                                WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true);
+                                WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true,
+                                SplitReduce reduce = SplitReduce::automatic);
 int weight_only_m_tiles(int64_t m);
 // mma: the warps that share a 16-row tile along k (1, 2, 4 or 8) for m tokens, n rows and a block's k range:
 // at m = 1 as many as divide its 128-column groups with at most max_row_tiles row tiles (blocks along n: one
@@ -274,8 +290,15 @@ int weight_only_k_warps(int64_t m, int64_t n, int64_t k_per_block, int64_t max_r
 // 31.7 -> 32.5, int4 27.8 -> 24.7 (32 row tiles: split-k 8 -> 16, the extra splits' write-outs).
 int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count);
 // mma: the block's shared memory: X's rows (padded by 16 bytes; m = 1 with shared tiles, else 8·m_tiles, the
-// rows past m zero), int4's scales and group sums of X, and the partial sums of the warps that share a tile.
-int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int m_tiles, int64_t k_per_block, int k_warps);
+// rows past m zero), int4's scales and group sums of X, and the partial sums of the warps that share a tile;
+// cluster > 1 (SplitReduce::cluster): the sums the cluster's blocks send, m x cluster x the rows each owns
+// (the block's rows / cluster, rounded up) in fp32.
+int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int m_tiles, int64_t k_per_block, int k_warps, int cluster = 1);
+// mma: the blocks of a cluster that sum a row tile's split_k partial sums for `reduce` (1: fp32 atomics), given the
+// plan's split_k, k_per_block, k_warps, m_tiles and blocks_per_sm; SplitReduce::cluster where it cannot run (not
+// Hopper, more than kMaxClusterBlocks splits, more than 16 tokens, the received sums beyond the block's shared
+// memory) is an inferlab::Error naming why.
+int weight_only_cluster_blocks(WeightFormat f, int64_t m, const WeightOnlyPlan& plan, SplitReduce reduce, bool hopper);
 // wgmma: the blocks that share row tile `tile` (1: it is summed in registers and stored by one block).
 int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int64_t k);
 

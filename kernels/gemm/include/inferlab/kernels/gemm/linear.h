@@ -47,6 +47,9 @@ struct LinearParams {
   // inferlab::Error naming why.
   // split_k applies to the mma kernel only.
   WeightOnlyKernel kernel = WeightOnlyKernel::automatic;
+  // The mma kernel: how the split-k blocks of a row tile sum (sim/kernels.h SplitReduce; automatic: the plan's).
+  // cluster where the GPU or the build lacks clusters, the split exceeds 16 blocks or m 16 tokens, is an inferlab::Error.
+  SplitReduce split_reduce = SplitReduce::automatic;
 };
 
 // How the weight-only kernels cut the problem (tile choices in one place: sim/kernels.h plan_weight_only).
@@ -57,6 +60,7 @@ struct LinearPlan {
   int k_warps = 1;   // mma: warps sharing a 16-row tile along the block's k range (a block: 128 / k_warps rows)
   int blocks_per_sm = 0;  // mma: the blocks an SM the kernel is built for (its registers and chunks in flight)
   int64_t k_per_block = 0;
+  int cluster = 1;   // mma, split_k > 1: the blocks of a cluster that sum a row tile (SplitReduce::cluster), 1: atomics
   int tokens = 0;    // wgmma, wgmma_tma: N of m64nNk16 (m padded to 16, 32 or 64)
   int64_t ctas = 0;  // wgmma, wgmma_tma: the persistent grid
 };

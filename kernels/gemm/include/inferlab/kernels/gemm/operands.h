@@ -13,9 +13,9 @@ namespace inferlab {
 class LinearOperands {
  public:
   // x: [m, k] activations (float; rounded or quantized here to the format's input type). split_k: 0 the
-  // plan's, else LinearParams::split_k; kernel: LinearParams::kernel (weight-only formats).
+  // plan's, else LinearParams::split_k; kernel, reduce: LinearParams::kernel, ::split_reduce (weight-only formats).
   LinearOperands(const PackedWeight& w, const std::vector<float>& x, int64_t m, int sm_count, int64_t split_k = 0,
-                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic);
+                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic, SplitReduce reduce = SplitReduce::automatic);
   LinearOperands(const LinearOperands&) = delete;
   LinearOperands& operator=(const LinearOperands&) = delete;
 
