@@ -642,12 +642,18 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
     throw Error(kWgmmaBuilt ? "linear: the " + name + " weight-only kernel needs compute capability 9.0 (this GPU: " +
                                   std::to_string(compute_capability / 10) + "." + std::to_string(compute_capability % 10) + ")"
                             : "linear: the " + name + " weight-only kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
-  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here, p.split_reduce);
+  // The grid first (its split-k summed by atomics), then how the split chosen here (the plan's or a candidate) sums.
+  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here,
+                                                       p.split_reduce == SplitReduce::automatic ? p.split_reduce
+                                                                                                : SplitReduce::atomics);
   LinearPlan plan;
   plan.kernel = wp.kernel;
   plan.m_tiles = wp.m_tiles;
   plan.blocks_per_sm = wp.blocks_per_sm;
   if (wp.kernel == WeightOnlyKernel::wgmma || wp.kernel == WeightOnlyKernel::wgmma_tma) {
+    if (p.split_reduce != SplitReduce::automatic)
+      throw Error("linear: split_reduce " + split_reduce_name(p.split_reduce) + " applies to the mma weight-only kernel (the " +
+                  weight_only_kernel_name(wp.kernel) + " kernel runs at " + std::to_string(p.m) + " tokens)");
     plan.tokens = wp.tokens;
     plan.ctas = wp.ctas;
     plan.k_per_block = wp.k_per_block;
