@@ -165,7 +165,11 @@ std::string weight_only_kernel_name(WeightOnlyKernel k);
 //            1/split_k of the tile's rows, and every block sends its sums of those rows into the owner's
 //            shared memory (st.async, completing on the owner's mbarrier): one one-way hop between SMs, a
 //            fixed summation order, no workspace traffic
-//   automatic  the plan's choice (plan_weight_only)
+//   automatic  atomics. Measured on the H100 (kernels/gemm/NOTES.md c1, bench_gemm): the cluster wins 4-30% where a
+//            block's k range is short (1024 x 4096 at m = 16, split 8: 12.1 -> 9.1 us; 14336 x 4096 at m = 16, 4
+//            splits: int8 33.0 -> 31.6, 2:4 34.6 -> 32.0) and loses 4-14% on 4096 x 14336 (int8 at m = 1 25.5 -> 28.4):
+//            clusters run on 124 of the 132 SMs (116 at 16 blocks), so a one-wave grid of 512 blocks takes a second.
+//            A rule and the model's charge for it are not in yet.
 enum class SplitReduce { automatic, atomics, cluster };
 std::string split_reduce_name(SplitReduce r);
 constexpr int kMaxClusterBlocks = 16;  // Hopper's largest cluster (beyond 8, a non-portable size the kernel allows)
