@@ -541,6 +541,8 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     }
     return;
   }
+#else
+  if constexpr (kCluster) __trap();  // built without clusters (below sm_90): the plan never launches it here
 #endif
   for_outputs([&](int mi, int row, float v) { atomicAdd(p.partial + int64_t(mi) * p.n + row, v); });
   __shared__ int last;
