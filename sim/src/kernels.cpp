@@ -788,8 +788,8 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   kl.work += work_of(lp.c, 32.0 * warp_chunks / lp.depth);
   // One block: the first weight chunks and its X tile (one round trip), the chunks' iterations
   // latency-bound (each waits for the refills the previous one issued); split-k: the write-out's
-  // __threadfence (it waits for the block's atomics to be performed) and the counter's atomicAdd, two
-  // dependent round trips.
+  // counter, one thread's acquire-release atomic after the block's barrier (SASS: MEMBAR.ALL.GPU, which waits
+  // for the block's atomics to be performed, then ATOMG), two dependent round trips.
   kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * plan.blocks_per_sm,
                                        hw.pipes);
   kl.cta_round_trips = 1 + (plan.split_k > 1 ? 2 : 0);
@@ -815,13 +815,13 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   kl.wave_round_trips = kl.cta_round_trips + (scales_wait ? 1 : 0);
   if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
-    // (SASS: ATOMG.E.ADD.F32 per accumulator of a real token, then MEMBAR.SC.GPU), done by the L2's
-    // atomic units. The last block of a row tile then fences once more (its __threadfence before the
-    // read) and reads them back: its loop loads, converts and stores one cell per thread per iteration,
-    // each load consumed before the next is issued (SASS: LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations
-    // unrolled, none overlapped): 1 + ceil(m x 128 / 256) dependent L2 round trips after the last wave.
+    // (SASS: REDG.E.ADD.F32 per accumulator of a real token), done by the L2's atomic units. The last block
+    // of a row tile then reads them back (its counter's acquire, no fence of its own since w10): its loop
+    // loads, converts and stores one cell per thread per iteration, each load consumed before the next is
+    // issued (SASS: LDG.E.STRONG.GPU -> F2FP -> STG, 4 iterations unrolled, none overlapped): ceil(m x 128 /
+    // 256) dependent L2 round trips after the last wave (before w10 one more, the last block's fence).
     kl.atomics = double(m) * double(n) * double(plan.split_k);
-    kl.tail_l2_round_trips = 1 + std::ceil(double(m) * double(std::min<int64_t>(n, 128 / plan.k_warps)) / 256.0);
+    kl.tail_l2_round_trips = std::ceil(double(m) * double(std::min<int64_t>(n, 128 / plan.k_warps)) / 256.0);
   }
   return {kl};
 }

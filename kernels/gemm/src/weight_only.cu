@@ -22,7 +22,8 @@
 //      the chunk kDepth ahead is loaded as soon as a register slot frees;
 //   4. the S warps of a tile sum their partial sums in shared memory (one barrier); split-k: the
 //      block's sums are added (fp32 atomics) into the workspace; the last block of a row tile to finish
-//      (a counter) converts to bf16 and leaves the workspace zeroed.
+//      (a counter, one thread's acquire-release atomic) converts to bf16 and leaves the workspace zeroed;
+//      or, named (SplitReduce::cluster), the row tile's split blocks sum in one cluster's shared memory.
 // The model of its cost is sim/linear.h linear_cost (the packed bytes, once).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -545,13 +546,20 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   if constexpr (kCluster) __trap();  // built without clusters (below sm_90): the plan never launches it here
 #endif
   for_outputs([&](int mi, int row, float v) { atomicAdd(p.partial + int64_t(mi) * p.n + row, v); });
+  // The tile's counter, by one thread after the block's barrier, acquire-release at GPU scope: the barrier orders the
+  // block's atomics before it and the release is cumulative, so the sums are performed before the count; the last
+  // block's acquire (and the barrier after it) orders its read-back after every block's sums. Before w10 every thread
+  // fenced its own atomics (MEMBAR.SC.GPU) before the count and again in the last block: every split-k launch 2-9%
+  // slower (kernels/gemm/NOTES.md w10; SASS now MEMBAR.ALL.GPU, ATOMG, CCTL.IVALL in one thread).
   __shared__ int last;
-  __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(p.counters + row_tile, 1) == p.split_k - 1;
+  if (threadIdx.x == 0) {
+    int before;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(p.counters + row_tile) : "memory");
+    last = before == p.split_k - 1;
+  }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   const int rows = min(BR, p.n - row_tile * BR);
   for (int i = threadIdx.x; i < p.m * rows; i += kThreads) {
     const int mi = i / rows, row = row_tile * BR + i % rows;
