@@ -558,9 +558,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   plan.kernel = kernel;
   plan.row_tiles = ceil_div(n, kBlockRows);
   if (kernel == WeightOnlyKernel::wgmma || kernel == WeightOnlyKernel::wgmma_tma) {
-    if (reduce != SplitReduce::automatic)
-      throw Error("linear: split_reduce " + split_reduce_name(reduce) + " applies to the mma weight-only kernel (the " +
-                  weight_only_kernel_name(kernel) + " kernel runs at " + std::to_string(m) + " tokens)");
+    weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);  // its refusal of a named reduce
     const bool tma = kernel == WeightOnlyKernel::wgmma_tma;
     // One persistent wave: every SM holds blocks_per_sm blocks, each with an equal contiguous share
     // of the units (a tile's 128-column groups in order, then the next tile's).
@@ -631,10 +629,13 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
 }
 
 int weight_only_cluster_blocks(WeightFormat f, int64_t m, const WeightOnlyPlan& plan, SplitReduce reduce, bool hopper) {
+  if (reduce == SplitReduce::automatic) return 1;
+  if (plan.kernel != WeightOnlyKernel::mma)
+    throw Error("linear: split_reduce " + split_reduce_name(reduce) + " applies to the mma weight-only kernel (the " +
+                weight_only_kernel_name(plan.kernel) + " kernel runs at " + std::to_string(m) + " tokens)");
   if (plan.split_k == 1 || reduce == SplitReduce::atomics) return 1;
   const bool fits = weight_only_smem_bytes(f, m, plan.m_tiles, plan.k_per_block, plan.k_warps, plan.split_k) <=
                     (227 << 10) / plan.blocks_per_sm - (1 << 10);
-  if (reduce == SplitReduce::automatic) return 1;
   const std::string what = "linear: split-k summed in a cluster (" + std::to_string(plan.split_k) + " blocks along k)";
   if (!hopper) throw Error(what + " needs a Hopper GPU (compute capability 9.0) and a build for it");
   if (plan.m_tiles > 2) throw Error(what + " serves up to 16 tokens (" + std::to_string(m) + " asked)");

@@ -572,39 +572,24 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
 
 int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
 
-
-template <WeightFormat F, int MT, int B, Share kShare = Share::none>
-void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
-  const int smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps));
-  const int block_rows = kBlockRows / plan.k_warps;
-  const dim3 grid(unsigned((wp.n + block_rows - 1) / block_rows), unsigned(plan.split_k));
-  if (plan.cluster <= 1) {
-    auto kernel = weight_only_kernel<F, MT, B, kShare>;
-    static KernelSmem attr;
-    attr.ensure(kernel, smem, "linear (weight-only)");
-    kernel<<<grid, kThreads, smem, stream>>>(wp);
-    INFERLAB_CHECK_LAUNCH();
-    return;
-  }
-  // The split_k blocks of a row tile as one cluster; the sums they receive after X and the rest.
-  if constexpr (kShare == Share::warp || MT > 2) {
-    throw Error("linear: split-k in a cluster runs at 1 to 16 tokens with a row tile's warps on their own k or sharing it");
-  } else {
-  auto kernel = weight_only_kernel<F, MT, B, kShare, true>;
+// A cluster of plan.cluster blocks along y; its dynamic shared memory the kernel's own (base bytes) with the received
+// sums after it (at a 16-byte boundary).
+template <auto kernel>
+void launch_cluster(const WoParams& wp, const LinearPlan& plan, dim3 grid, int base, int with_received, cudaStream_t stream) {
   static KernelSmem attr;
+  const int cluster_smem = with_received + 16;
+  attr.ensure(kernel, cluster_smem, "linear (weight-only, split-k in a cluster)");  // also refuses a device past 63
   static std::atomic<bool> large_cluster_allowed[KernelSmem::kMaxDevices];  // beyond 8 blocks, per device
   if (plan.cluster > 8) {
     int device = 0;
     INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
-    if (device < KernelSmem::kMaxDevices && !large_cluster_allowed[device].load()) {
+    if (!large_cluster_allowed[device].load()) {
       INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
       large_cluster_allowed[device].store(true);
     }
   }
   WoParams cp = wp;
-  cp.received_offset = (smem + 15) / 16 * 16;
-  const int cluster_smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps, plan.cluster)) + 16;
-  attr.ensure(kernel, cluster_smem, "linear (weight-only, split-k in a cluster)");
+  cp.received_offset = (base + 15) / 16 * 16;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(kThreads);
@@ -619,6 +604,30 @@ void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
   config.numAttrs = 1;
   INFERLAB_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, cp));
   INFERLAB_CHECK_LAUNCH();
+}
+
+template <WeightFormat F, int MT, int B, Share kShare = Share::none>
+void launch(const WoParams& wp, const LinearPlan& plan, cudaStream_t stream) {
+  const int smem = int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block, plan.k_warps));
+  const int block_rows = kBlockRows / plan.k_warps;
+  const dim3 grid(unsigned((wp.n + block_rows - 1) / block_rows), unsigned(plan.split_k));
+  if (plan.cluster <= 1) {
+    auto kernel = weight_only_kernel<F, MT, B, kShare>;
+    static KernelSmem attr;
+    attr.ensure(kernel, smem, "linear (weight-only)");
+    kernel<<<grid, kThreads, smem, stream>>>(wp);
+    INFERLAB_CHECK_LAUNCH();
+    return;
+  }
+  // The split_k blocks of a row tile as one cluster; the sums they receive after X and the rest. (The plan names a
+  // cluster at 1 to 16 tokens on split tiles only: weight_only_cluster_blocks.)
+  if constexpr (kShare == Share::warp || MT > 2) {
+    throw Error("linear: split-k in a cluster runs at 1 to 16 tokens with a row tile's warps on their own k or sharing it");
+  } else {
+    launch_cluster<weight_only_kernel<F, MT, B, kShare, true>>(wp, plan, grid, smem,
+                                                                int(weight_only_smem_bytes(F, wp.m, MT, plan.k_per_block,
+                                                                                           plan.k_warps, plan.cluster)),
+                                                                stream);
   }
 }
 
@@ -652,18 +661,15 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
     throw Error(kWgmmaBuilt ? "linear: the " + name + " weight-only kernel needs compute capability 9.0 (this GPU: " +
                                   std::to_string(compute_capability / 10) + "." + std::to_string(compute_capability % 10) + ")"
                             : "linear: the " + name + " weight-only kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
-  // The grid first (its split-k summed by atomics), then how the split chosen here (the plan's or a candidate) sums.
-  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here,
-                                                       p.split_reduce == SplitReduce::automatic ? p.split_reduce
-                                                                                                : SplitReduce::atomics);
+  // The plan's grid first, then how the split used here (the plan's or a candidate) sums (weight_only_cluster_blocks,
+  // which also refuses a named reduce on the Hopper kernels).
+  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here);
   LinearPlan plan;
   plan.kernel = wp.kernel;
   plan.m_tiles = wp.m_tiles;
   plan.blocks_per_sm = wp.blocks_per_sm;
   if (wp.kernel == WeightOnlyKernel::wgmma || wp.kernel == WeightOnlyKernel::wgmma_tma) {
-    if (p.split_reduce != SplitReduce::automatic)
-      throw Error("linear: split_reduce " + split_reduce_name(p.split_reduce) + " applies to the mma weight-only kernel (the " +
-                  weight_only_kernel_name(wp.kernel) + " kernel runs at " + std::to_string(p.m) + " tokens)");
+    weight_only_cluster_blocks(p.format, p.m, wp, p.split_reduce, wgmma_here);
     plan.tokens = wp.tokens;
     plan.ctas = wp.ctas;
     plan.k_per_block = wp.k_per_block;

@@ -159,8 +159,8 @@ enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
 
 // How the mma kernel's split-k blocks of one row tile sum their partial sums:
-//   atomics  fp32 atomics into a workspace, a __threadfence, a counter; the last block reads back and converts
-//            (three dependent L2 round trips after the loop)
+//   atomics  fp32 atomics into a workspace, then the tile's counter (one thread's acquire-release atomic); the last
+//            block reads back and converts (dependent L2 round trips after the loop)
 //   cluster  the split_k blocks of a row tile form one thread-block cluster (Hopper, at most 16); each owns
 //            1/split_k of the tile's rows, and every block sends its sums of those rows into the owner's
 //            shared memory (st.async, completing on the owner's mbarrier): one one-way hop between SMs, a
@@ -271,8 +271,8 @@ struct WeightOnlyPlan {
 };
 // kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
 // 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
-// reduce: how split-k blocks sum (cluster needs Hopper, wgmma_available, and split_k <= 8; asked for where it cannot
-// run, an inferlab::Error naming why; with split_k 1 nothing is summed across blocks and it is ignored).
+// reduce: how split-k blocks sum (weight_only_cluster_blocks: where it cannot run, an inferlab::Error naming why; with
+// split_k 1 nothing is summed across blocks and it is ignored).
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true,
                                 SplitReduce reduce = SplitReduce::automatic);
@@ -299,9 +299,10 @@ int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count);
 // (the block's rows / cluster, rounded up) in fp32.
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int m_tiles, int64_t k_per_block, int k_warps, int cluster = 1);
 // mma: the blocks of a cluster that sum a row tile's split_k partial sums for `reduce` (1: fp32 atomics), given the
-// plan's split_k, k_per_block, k_warps, m_tiles and blocks_per_sm; SplitReduce::cluster where it cannot run (not
-// Hopper, more than kMaxClusterBlocks splits, more than 16 tokens, the received sums beyond the block's shared
-// memory) is an inferlab::Error naming why.
+// plan's kernel, split_k, k_per_block, k_warps, m_tiles and blocks_per_sm; a reduce named for a Hopper kernel (wgmma,
+// wgmma_tma: they plan their own grid), or SplitReduce::cluster where it cannot run (not Hopper, more than
+// kMaxClusterBlocks splits, more than 16 tokens, the received sums beyond the block's shared memory) is an
+// inferlab::Error naming why.
 int weight_only_cluster_blocks(WeightFormat f, int64_t m, const WeightOnlyPlan& plan, SplitReduce reduce, bool hopper);
 // wgmma: the blocks that share row tile `tile` (1: it is summed in registers and stored by one block).
 int64_t weight_only_wgmma_segments(const WeightOnlyPlan& plan, int64_t tile, int64_t k);
