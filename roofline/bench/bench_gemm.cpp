@@ -81,12 +81,12 @@ int main(int argc, char** argv) {
               ->Unit(benchmark::kMicrosecond);
         }
   // How the split-k blocks sum (LinearParams::split_reduce), each split beside the other way, on the mma kernel at
-  // m = 1, 8 and 16: linear/<f>/n<n>xk<k>/m<m>/split:<s>/reduce:<atomics|cluster> (a split that cannot run so is a
+  // m = 1 to 16: linear/<f>/n<n>xk<k>/m<m>/split:<s>/reduce:<atomics|cluster> (a split that cannot run so is a
   // skipped row).
   for (const auto& sh : shapes)
-    for (int64_t m : {1, 8, 16})
+    for (int64_t m : {1, 2, 4, 8, 16})
       for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
-        for (int64_t split : {0, 2, 4, 8})
+        for (int64_t split : {0, 2, 4, 8, 16})
           for (SplitReduce reduce : {SplitReduce::atomics, SplitReduce::cluster}) {
             const LinearShape s{m, sh[0], sh[1]};
             const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +

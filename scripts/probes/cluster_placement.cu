@@ -8,10 +8,13 @@
 //   start_us    the last block's start after the first's (the dispatch ramp); end_us the same for the ends
 //   clusters    cudaOccupancyMaxActiveClusters (plain: blocks an SM x SMs)
 // Not part of the build (a probe):
-//   nvcc -O3 -std=c++17 -arch=sm_90 scripts/probes/cluster_placement.cu -o cluster_placement && ./cluster_placement
+//   nvcc -O3 -std=c++17 -arch=sm_90 scripts/probes/cluster_placement.cu -o cluster_placement
+//   ./cluster_placement [BYTES [XxY ...]]   (default: the int8 weight of 4096 x 14336 over the grids below; BYTES 0
+//   launches the same grids with nothing to stream: what the launch and the clusters' placement cost alone)
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <vector>
 
@@ -53,7 +56,7 @@ __global__ void __launch_bounds__(256, 4) stream(const uint4* w, int per_warp, u
   uint4 ring[kDepth];
   uint32_t acc = 0;
 #pragma unroll
-  for (int i = 0; i < kDepth; ++i) ring[i] = load_stream(p + i * 32);
+  for (int i = 0; i < kDepth; ++i) ring[i] = i < per_warp ? load_stream(p + i * 32) : make_uint4(0, 0, 0, 0);
   for (int c0 = 0; c0 < per_warp; c0 += kDepth) {
 #pragma unroll
     for (int i = 0; i < kDepth; ++i) {
@@ -72,17 +75,17 @@ __global__ void flush(const uint4* f, size_t n, uint32_t* sink) {
   if (a == 0x12345678u) sink[0] = a;
 }
 
-int main() {
+int main(int argc, char** argv) {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const size_t bytes = size_t(58720256);  // the int8 weight of 4096 x 14336
+  const size_t bytes = argc > 1 ? size_t(std::strtoull(argv[1], nullptr, 10)) : size_t(58720256);  // int8 4096 x 14336
   uint4 *w, *f;
   uint32_t *sm, *sink;
   uint64_t *t0, *t1;
   const size_t fbytes = size_t(256) << 20;
-  CK(cudaMalloc(&w, bytes));
+  CK(cudaMalloc(&w, std::max(bytes, size_t(1) << 20)));
   CK(cudaMalloc(&f, fbytes));
-  CK(cudaMemset(w, 1, bytes));
+  CK(cudaMemset(w, 1, std::max(bytes, size_t(1) << 20)));
   CK(cudaMemset(f, 1, fbytes));
   CK(cudaMalloc(&sm, 4096 * 4));
   CK(cudaMalloc(&sink, 16));
@@ -93,10 +96,25 @@ int main() {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  const int grids[][2] = {{128, 4}, {112, 4}, {128, 2}, {64, 8}, {32, 8}, {32, 16}, {112, 8}, {8, 8}};
+  std::vector<std::pair<int, int>> grids = {{128, 4}, {112, 4}, {128, 2}, {64, 8}, {32, 8}, {32, 16}, {112, 8}, {8, 8}};
+  if (argc > 2) grids.clear();
+  for (int i = 2; i < argc; ++i) {
+    int x = 0, y = 0;
+    if (std::sscanf(argv[i], "%dx%d", &x, &y) != 2 || x < 1 || y < 1 || y > 16) {
+      printf("bad grid %s (XxY, Y <= 16)\n", argv[i]);
+      return 1;
+    }
+    grids.push_back({x, y});
+  }
   printf("%-9s %-7s %8s %5s %7s %9s %7s %9s\n", "grid", "cluster", "us", "sms", "max/SM", "start_us", "end_us", "clusters");
-  for (const auto& g : grids) {
+  printf("bytes %zu\n", bytes);
+  for (const auto& gp : grids) {
+    const int g[2] = {gp.first, gp.second};
     const int blocks = g[0] * g[1];
+    if (blocks > 4096) {
+      printf("grid %dx%d: more than 4096 blocks\n", g[0], g[1]);
+      return 1;
+    }
     const int per_warp = int(bytes / 512 / (size_t(blocks) * 8));
     for (int clustered = 0; clustered < 2; ++clustered) {
       cudaLaunchConfig_t cfg{};
