@@ -542,7 +542,7 @@ std::string weight_only_kernel_name(WeightOnlyKernel k) {
 int64_t wgmma_from_tokens(WeightFormat f) { return f == WeightFormat::int4 ? 9 : 17; }
 
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
-                                WeightOnlyKernel kernel, bool wgmma_available, SplitReduce reduce) {
+                                WeightOnlyKernel kernel, bool wgmma_available, SplitReduce reduce, int64_t split_k) {
   constexpr int64_t kBlockRows = 128, kXSmemBytes = 64 << 10;
   const bool dequant_format = f == WeightFormat::int4 || f == WeightFormat::int8;
   const bool tma_format = dequant_format || f == WeightFormat::sparse24;
@@ -618,6 +618,28 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
       weight_only_smem_bytes(f, m, plan.m_tiles, k / (split / 4), 4) <= smem_budget) {
     warps = 4;
     split /= 4;
+  }
+  if (split_k != 0) {
+    // A candidate split (LinearParams::split_k): one block along k lets the warps of a tile share its range (as the
+    // plan does), more give every warp its own 16 rows.
+    auto warps_of = [&](int64_t kb) { return kb == k ? weight_only_k_warps(m, n, kb, capacity) : int64_t(1); };
+    auto smem_of = [&](int64_t kb) { return weight_only_smem_bytes(f, m, plan.m_tiles, kb, int(warps_of(kb))); };
+    int64_t max_kb = 0;
+    for (int64_t kb = 128; kb <= k && smem_of(kb) <= smem_budget; kb += 128) max_kb = kb;
+    if (split_k < 0 || units % split_k != 0 || smem_of(k / split_k) > smem_budget)
+      throw Error("linear: split_k " + std::to_string(split_k) + " must divide k/128 = " + std::to_string(units) +
+                  " with at most " + std::to_string(max_kb) + " columns per block");
+    split = split_k;
+    warps = warps_of(k / split);
+  } else if (reduce == SplitReduce::automatic && wgmma_available && m >= 2 && plan.m_tiles == 1 && warps == 1 &&
+             split >= kAutoClusterSplit && units % kAutoClusterSplit == 0 &&
+             plan.row_tiles * kAutoClusterSplit <= sm_count &&
+             weight_only_smem_bytes(f, m, plan.m_tiles, k / kAutoClusterSplit, 1, kAutoClusterSplit) <=
+                 (227 << 10) / plan.blocks_per_sm - (1 << 10)) {
+    // automatic: split-k in a cluster of kAutoClusterSplit where those blocks of every row tile fit one an SM
+    // (sim/kernels.h SplitReduce, the measured reason).
+    split = kAutoClusterSplit;
+    reduce = SplitReduce::cluster;
   }
   plan.k_warps = int(warps);
   plan.row_tiles = ceil_div(n, kBlockRows / plan.k_warps);
@@ -753,7 +775,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
 }
 
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw,
-                                         WeightOnlyKernel kernel) {
+                                         WeightOnlyKernel kernel, int64_t split_k, SplitReduce reduce) {
   const Op op = linear_cost(LinearShape{m, n, k}, f);
   KernelLaunch kl;
   kl.bytes = op.bytes();
@@ -775,7 +797,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // last block of a row tile converts.
   // The wgmma kernel exists on Hopper only (sm_90a), as the launcher decides on the device.
   const bool hopper = hw.architecture.rfind("Hopper", 0) == 0;
-  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper);
+  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper, reduce, split_k);
   if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
   if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
   const WoLoop& lp = wo_loop(f, plan.m_tiles, plan.blocks_per_sm, plan.k_warps > 1);
@@ -791,7 +813,11 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // latency-bound (each waits for the refills the previous one issued); split-k: the write-out's
   // counter, one thread's acquire-release atomic after the block's barrier (SASS: MEMBAR.ALL.GPU, which waits
   // for the block's atomics to be performed, then ATOMG), two dependent round trips.
-  kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * plan.blocks_per_sm,
+  // The warps an SM holds: the plan's blocks an SM where the grid fills them, fewer where it does not (1024 x 4096 at
+  // 8 splits: 64 blocks, one an SM).
+  const double resident_blocks =
+      std::min<double>(plan.blocks_per_sm, std::ceil(double(kl.ctas) / double(hw.sm_count)));
+  kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * resident_blocks,
                                        hw.pipes);
   kl.cta_round_trips = 1 + (plan.split_k > 1 ? 2 : 0);
   // The grid is (row tiles x split_k) blocks of the same work, started together: every wave's blocks fill
@@ -814,7 +840,17 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const bool scales_wait = f == WeightFormat::int4 || (f == WeightFormat::int8 && plan.k_warps == 1);
   kl.startup_round_trips = 0;
   kl.wave_round_trips = kl.cta_round_trips + (scales_wait ? 1 : 0);
-  if (plan.split_k > 1) {
+  if (plan.cluster > 1) {
+    // Split-k in a cluster: after its loop every block sends its sums to their rows' owners (st.async into the
+    // owner's shared memory, completing on its mbarrier) and each owner, once every split's sums have arrived, adds
+    // them and stores: one hop between SMs after the loop instead of the counter's two round trips, no atomics, no
+    // read-back. The hop is charged at the L2's latency (a distributed shared memory latency is not measured here).
+    // The cluster's placement (124 of 132 SMs for 4 and 8 blocks) is not charged: automatic takes it only where the
+    // blocks fit one an SM.
+    kl.cta_round_trips = 1;
+    kl.epilogue_l2_round_trips = 1;
+    kl.wave_round_trips = kl.cta_round_trips + (scales_wait ? 1 : 0);
+  } else if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: REDG.E.ADD.F32 per accumulator of a real token), done by the L2's atomic units. The last block
     // of a row tile then reads them back (its counter's acquire, no fence of its own since w10): its loop

@@ -366,6 +366,48 @@ TEST(WeightOnlyPlan, SplitKInAClusterIsTheSplitsBlocksOrANamedRefusal) {
             std::string::npos);
 }
 
+// automatic sums split-k in a cluster of kAutoClusterSplit blocks on Hopper at 2-8 tokens where the row tiles x those
+// blocks fit one an SM (1024 x 4096: 8 row tiles, 64 blocks), else by the plan's atomics; a named split keeps atomics
+// unless the cluster is named. The model charges the cluster one hop after the loop instead of the counter's round
+// trips, the atomics and the read-back.
+TEST(WeightOnlyPlan, AutomaticSumsInAClusterWhereTheBlocksFitOneAnSm) {
+  auto plan = [](WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper = true, int64_t split = 0) {
+    return plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::automatic, hopper, SplitReduce::automatic, split);
+  };
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
+    for (int64_t m : {2, 4, 8}) {
+      const WeightOnlyPlan p = plan(f, m, 1024, 4096);
+      EXPECT_EQ(p.split_k, kAutoClusterSplit);
+      EXPECT_EQ(p.cluster, kAutoClusterSplit);
+      EXPECT_EQ(p.ctas, 8 * kAutoClusterSplit);
+    }
+  const WeightOnlyPlan off_hopper = plan(WeightFormat::int8, 8, 1024, 4096, false);
+  EXPECT_EQ(off_hopper.split_k, 32);  // one wave of 256 blocks, by atomics
+  EXPECT_EQ(off_hopper.cluster, 1);
+  EXPECT_EQ(plan(WeightFormat::int8, 1, 1024, 4096).split_k, 1);        // shared tiles: nothing to sum
+  EXPECT_EQ(plan(WeightFormat::int8, 16, 1024, 4096).cluster, 1);       // two n8 tiles: atomics (NOTES.md c2)
+  EXPECT_EQ(plan(WeightFormat::int8, 8, 4096, 4096).cluster, 1);        // 32 row tiles x 8 = 256 blocks
+  EXPECT_EQ(plan(WeightFormat::int8, 8, 2048, 2048).cluster, kAutoClusterSplit);  // 16 x 8 = 128 blocks
+  EXPECT_EQ(plan(WeightFormat::int8, 8, 1024, 4096, true, 8).cluster, 1);  // a named split: atomics
+  EXPECT_EQ(plan_weight_only(WeightFormat::int8, 8, 1024, 4096, 132, WeightOnlyKernel::automatic, true,
+                             SplitReduce::atomics)
+                .split_k,
+            32);
+
+  const Hardware hw = load_hardware("h100-sxm-80gb");
+  auto predicted = [&](SplitReduce r) {
+    Op op = linear_cost(LinearShape{8, 1024, 4096}, WeightFormat::int8);
+    op.kernels = linear_kernels(8, 1024, 4096, WeightFormat::int8, hw, WeightOnlyKernel::mma, 8, r);
+    return predict(op, hw);
+  };
+  const Prediction atomics = predicted(SplitReduce::atomics), cluster = predicted(SplitReduce::cluster);
+  EXPECT_GT(atomics.atomics_s, 0);
+  EXPECT_GT(atomics.tail_s, 0);
+  EXPECT_EQ(cluster.atomics_s, 0);
+  EXPECT_EQ(cluster.tail_s, 0);
+  EXPECT_LT(cluster.time_s, atomics.time_s);
+}
+
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
 // (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 and 2:4 from 17, and mma wherever
 // the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.

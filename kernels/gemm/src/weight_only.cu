@@ -46,7 +46,6 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32, kBlockRows = kWarps * 16;
 constexpr int kUint4PerChunk = 32;  // 512 bytes
-constexpr int kXSmemBytes = 64 << 10;  // the X tile's budget: k per block <= 32768 / (8·MT)
 
 template <WeightFormat F>
 struct Format;
@@ -661,45 +660,25 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
     throw Error(kWgmmaBuilt ? "linear: the " + name + " weight-only kernel needs compute capability 9.0 (this GPU: " +
                                   std::to_string(compute_capability / 10) + "." + std::to_string(compute_capability % 10) + ")"
                             : "linear: the " + name + " weight-only kernel was not built (CMAKE_CUDA_ARCHITECTURES without 90)");
-  // The plan's grid first, then how the split used here (the plan's or a candidate) sums (weight_only_cluster_blocks,
-  // which also refuses a named reduce on the Hopper kernels).
-  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here);
+  // The plan's grid, or a candidate split's (LinearParams::split_k), and how its blocks sum: one function for the kernel
+  // and the model (sim/kernels.h plan_weight_only, which also refuses a split that does not fit and a named reduce that
+  // cannot run).
+  const WeightOnlyPlan wp = inferlab::plan_weight_only(p.format, p.m, p.n, p.k, sm_count, p.kernel, wgmma_here,
+                                                       p.split_reduce, p.split_k);
   LinearPlan plan;
   plan.kernel = wp.kernel;
   plan.m_tiles = wp.m_tiles;
   plan.blocks_per_sm = wp.blocks_per_sm;
+  plan.k_per_block = wp.k_per_block;
   if (wp.kernel == WeightOnlyKernel::wgmma || wp.kernel == WeightOnlyKernel::wgmma_tma) {
-    weight_only_cluster_blocks(p.format, p.m, wp, p.split_reduce, wgmma_here);
     plan.tokens = wp.tokens;
     plan.ctas = wp.ctas;
-    plan.k_per_block = wp.k_per_block;
     return plan;
   }
-  int64_t split = wp.split_k, k_warps = wp.k_warps;
-  if (p.split_k != 0) {
-    // A candidate split: one block along k lets the warps of a tile share its range (as the plan does), more
-    // give every warp its own 16 rows.
-    const int64_t units = p.k / 128;
-    const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / wp.blocks_per_sm - (1 << 10));
-    auto warps_of = [&](int64_t kb) {
-      return kb == p.k ? weight_only_k_warps(p.m, p.n, kb, int64_t(sm_count) * wp.blocks_per_sm) : 1;
-    };
-    auto smem_of = [&](int64_t kb) { return weight_only_smem_bytes(p.format, p.m, plan.m_tiles, kb, warps_of(kb)); };
-    int64_t max_kb = 0;
-    for (int64_t kb = 128; kb <= p.k && smem_of(kb) <= smem_budget; kb += 128) max_kb = kb;
-    if (p.split_k < 0 || units % p.split_k != 0 || smem_of(p.k / p.split_k) > smem_budget)
-      throw Error("linear: split_k " + std::to_string(p.split_k) + " must divide k/128 = " + std::to_string(units) +
-                  " with at most " + std::to_string(max_kb) + " columns per block");
-    split = p.split_k;
-    k_warps = warps_of(p.k / split);
-  }
-  plan.split_k = int(split);
-  plan.k_per_block = p.k / split;
-  plan.k_warps = int(k_warps);
-  plan.ctas = (p.n + kBlockRows / plan.k_warps - 1) / (kBlockRows / plan.k_warps) * split;
-  WeightOnlyPlan candidate = wp;  // the cluster for this split (the plan's own, or a candidate's)
-  candidate.split_k = plan.split_k, candidate.k_per_block = plan.k_per_block, candidate.k_warps = plan.k_warps;
-  plan.cluster = weight_only_cluster_blocks(p.format, p.m, candidate, p.split_reduce, wgmma_here);
+  plan.split_k = wp.split_k;
+  plan.k_warps = wp.k_warps;
+  plan.ctas = wp.ctas;
+  plan.cluster = wp.cluster;
   return plan;
 }
 

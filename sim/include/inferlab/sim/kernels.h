@@ -134,8 +134,10 @@ std::vector<KernelLaunch> decode_attention_kernels(const AttentionShape& s, DTyp
 // gemm/linear: cuBLAS (bf16, fp16), cuBLASLt (fp8) or a weight-only kernel (int8, int4, sparse24): the
 // plan's (automatic) or the rung named (WeightOnlyKernel, declared below).
 enum class WeightOnlyKernel;
+// split_k and reduce: the candidates LinearParams names (0 and automatic: the plan's), as plan_weight_only takes them.
+enum class SplitReduce;
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw,
-                                         WeightOnlyKernel kernel);
+                                         WeightOnlyKernel kernel, int64_t split_k = 0, SplitReduce reduce = SplitReduce{});
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw);
 // A memory-streaming kernel over the whole GPU (norms, rope, activations, residual adds, copies).
 KernelLaunch streaming_kernel(const std::string& name, double bytes, double write_share, double fp32_ops,
@@ -165,14 +167,22 @@ std::string weight_only_kernel_name(WeightOnlyKernel k);
 //            1/split_k of the tile's rows, and every block sends its sums of those rows into the owner's
 //            shared memory (st.async, completing on the owner's mbarrier): one one-way hop between SMs, a
 //            fixed summation order, no workspace traffic
-//   automatic  atomics. Measured on the H100 (kernels/gemm/NOTES.md c1, bench_gemm): the cluster wins 4-30% where a
-//            block's k range is short (1024 x 4096 at m = 16, split 8: 12.1 -> 9.1 us; 14336 x 4096 at m = 16, 4
-//            splits: int8 33.0 -> 31.6, 2:4 34.6 -> 32.0) and loses 4-14% on 4096 x 14336 (int8 at m = 1 25.5 -> 28.4):
-//            clusters run on 124 of the 132 SMs (116 at 16 blocks), so a one-wave grid of 512 blocks takes a second.
-//            A rule and the model's charge for it are not in yet.
+//   automatic  on Hopper at 2-16 tokens, where the plan splits k at least kAutoClusterSplit ways and the row tiles x
+//            kAutoClusterSplit blocks fit one an SM (the grid's path is one block's: its fill, loop and write-out),
+//            kAutoClusterSplit splits in a cluster; else the plan's split by atomics. Measured on the H100
+//            (kernels/gemm/NOTES.md c2, bench_gemm, two rounds, us, the plan -> 8 splits in a cluster):
+//            1024 x 4096 (8 row tiles, the plan 32 splits) int4 m = 2 7.46 -> 7.06, m = 8 8.48 -> 7.10, m = 16
+//            10.24 -> 8.03; int8 8.18 -> 8.07, 9.26 -> 8.08, 11.06 -> 8.98; 2:4 7.78 -> 7.87, 8.73 -> 7.94,
+//            10.35 -> 8.26. Where the grid is larger the atomics' write-out overlaps other blocks' streams, and since
+//            w10 (one thread's acquire-release counter) the cluster rarely gains there: 4096 x 4096 at 8 splits
+//            int4 / int8 / 2:4 at m = 8 10.98 / 12.79 / 13.60 us by atomics, 11.28 / 13.01 / 12.38 in a cluster;
+//            and clusters run on 124 of the 132 SMs (116 at 16 blocks, scripts/probes/cluster_placement.cu), so a
+//            one-wave grid of 512 blocks takes a second (4096 x 14336 int8 at m = 1 25.1 -> 28.5 us).
 enum class SplitReduce { automatic, atomics, cluster };
 std::string split_reduce_name(SplitReduce r);
 constexpr int kMaxClusterBlocks = 16;  // Hopper's largest cluster (beyond 8, a non-portable size the kernel allows)
+constexpr int kAutoClusterSplit = 8;   // automatic's cluster: a portable size; 16 measured slower (1024 x 4096 at m = 16
+                                       // int4 / int8 8.50 / 9.64 us against 8.03 / 8.98)
 
 // automatic: the wgmma_tma kernel from this many tokens on (where it is built and the GPU has it, int8 and
 // int4), the mma kernel below; the wgmma kernel is a rung named explicitly. Measured on the H100
@@ -273,9 +283,12 @@ struct WeightOnlyPlan {
 // 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
 // reduce: how split-k blocks sum (weight_only_cluster_blocks: where it cannot run, an inferlab::Error naming why; with
 // split_k 1 nothing is summed across blocks and it is ignored).
+// split_k: the mma kernel's blocks along k (0: the plan's; else a candidate that divides k / 128 and whose block fits
+// the shared memory, an inferlab::Error naming the bound otherwise; one block along k lets a tile's warps share its
+// range as the plan does, more give every warp its own 16 rows).
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true,
-                                SplitReduce reduce = SplitReduce::automatic);
+                                SplitReduce reduce = SplitReduce::automatic, int64_t split_k = 0);
 int weight_only_m_tiles(int64_t m);
 // mma: the warps that share a 16-row tile along k (1, 2, 4 or 8) for m tokens, n rows and a block's k range:
 // at m = 1 as many as divide its 128-column groups with at most max_row_tiles row tiles (blocks along n: one
