@@ -813,11 +813,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // latency-bound (each waits for the refills the previous one issued); split-k: the write-out's
   // counter, one thread's acquire-release atomic after the block's barrier (SASS: MEMBAR.ALL.GPU, which waits
   // for the block's atomics to be performed, then ATOMG), two dependent round trips.
-  // The warps an SM holds: the plan's blocks an SM where the grid fills them, fewer where it does not (1024 x 4096 at
-  // 8 splits: 64 blocks, one an SM).
-  const double resident_blocks =
-      std::min<double>(plan.blocks_per_sm, std::ceil(double(kl.ctas) / double(hw.sm_count)));
-  kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * resident_blocks,
+  kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * plan.blocks_per_sm,
                                        hw.pipes);
   kl.cta_round_trips = 1 + (plan.split_k > 1 ? 2 : 0);
   // The grid is (row tiles x split_k) blocks of the same work, started together: every wave's blocks fill
