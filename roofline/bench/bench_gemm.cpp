@@ -82,13 +82,16 @@ int main(int argc, char** argv) {
         }
   // How the split-k blocks sum (LinearParams::split_reduce), each split beside the other way, on the mma kernel at
   // m = 1 to 16: linear/<f>/n<n>xk<k>/m<m>/split:<s>/reduce:<atomics|cluster> (a split that cannot run so is a
-  // skipped row); with the Llama-3.2-1B projections (2048 x 2048, 512 x 2048), whose row tiles are few.
-  const int64_t reduce_shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}, {2048, 2048}, {512, 2048}};
+  // skipped row), and the plan's own choice, split:plan/reduce:automatic; with the Llama-3.2-1B projections (2048 x
+  // 2048, 512 x 2048, 2048 x 8192) and 1024 x 8192, whose row tiles are few (the reasons beside SplitReduce).
+  const int64_t reduce_shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096},
+                                      {2048, 2048}, {512, 2048},   {2048, 8192},  {1024, 8192}};
   for (const auto& sh : reduce_shapes)
     for (int64_t m : {1, 2, 4, 8, 16})
       for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
         for (int64_t split : {0, 2, 4, 8, 16})
-          for (SplitReduce reduce : {SplitReduce::atomics, SplitReduce::cluster}) {
+          for (SplitReduce reduce : {SplitReduce::automatic, SplitReduce::atomics, SplitReduce::cluster}) {
+            if (reduce == SplitReduce::automatic && split != 0) continue;  // a named split: the atomics row
             const LinearShape s{m, sh[0], sh[1]};
             const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
                                      std::to_string(sh[1]) + "/m" + std::to_string(m) + "/split:" +

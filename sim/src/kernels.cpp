@@ -631,15 +631,16 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
                   " with at most " + std::to_string(max_kb) + " columns per block");
     split = split_k;
     warps = warps_of(k / split);
-  } else if (reduce == SplitReduce::automatic && wgmma_available && m >= 2 && plan.m_tiles == 1 && warps == 1 &&
-             split >= kAutoClusterSplit && units % kAutoClusterSplit == 0 &&
-             plan.row_tiles * kAutoClusterSplit <= sm_count &&
-             weight_only_smem_bytes(f, m, plan.m_tiles, k / kAutoClusterSplit, 1, kAutoClusterSplit) <=
-                 (227 << 10) / plan.blocks_per_sm - (1 << 10)) {
-    // automatic: split-k in a cluster of kAutoClusterSplit where those blocks of every row tile fit one an SM
-    // (sim/kernels.h SplitReduce, the measured reason).
-    split = kAutoClusterSplit;
-    reduce = SplitReduce::cluster;
+  } else if (reduce == SplitReduce::automatic && wgmma_available && m >= 2 && plan.m_tiles == 1 && warps == 1) {
+    // automatic: split-k in a cluster of 8 or 16 (the fewest that give blocks of at most kAutoClusterColumns) where the
+    // row tiles x those blocks fit one an SM (sim/kernels.h SplitReduce, the measured reason).
+    for (int64_t d : {int64_t(8), int64_t(16)})
+      if (d <= split && units % d == 0 && k / d <= kAutoClusterColumns && plan.row_tiles * d <= sm_count &&
+          weight_only_smem_bytes(f, m, plan.m_tiles, k / d, 1, int(d)) <= (227 << 10) / plan.blocks_per_sm - (1 << 10)) {
+        split = d;
+        reduce = SplitReduce::cluster;
+        break;
+      }
   }
   plan.k_warps = int(warps);
   plan.row_tiles = ceil_div(n, kBlockRows / plan.k_warps);

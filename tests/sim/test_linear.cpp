@@ -366,10 +366,10 @@ TEST(WeightOnlyPlan, SplitKInAClusterIsTheSplitsBlocksOrANamedRefusal) {
             std::string::npos);
 }
 
-// automatic sums split-k in a cluster of kAutoClusterSplit blocks on Hopper at 2-8 tokens where the row tiles x those
-// blocks fit one an SM (1024 x 4096: 8 row tiles, 64 blocks), else by the plan's atomics; a named split keeps atomics
-// unless the cluster is named. The model charges the cluster one hop after the loop instead of the counter's round
-// trips, the atomics and the read-back.
+// automatic sums split-k in a cluster of 8 or 16 blocks on Hopper at 2-8 tokens, the fewest that give blocks of at most
+// kAutoClusterColumns columns, where the row tiles x those blocks fit one an SM (1024 x 4096: 8 row tiles, 64 blocks),
+// else by the plan's atomics; a named split keeps atomics unless the cluster is named. The model charges the cluster one
+// hop after the loop instead of the counter's round trips, the atomics and the read-back.
 TEST(WeightOnlyPlan, AutomaticSumsInAClusterWhereTheBlocksFitOneAnSm) {
   auto plan = [](WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper = true, int64_t split = 0) {
     return plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::automatic, hopper, SplitReduce::automatic, split);
@@ -377,9 +377,10 @@ TEST(WeightOnlyPlan, AutomaticSumsInAClusterWhereTheBlocksFitOneAnSm) {
   for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
     for (int64_t m : {2, 4, 8}) {
       const WeightOnlyPlan p = plan(f, m, 1024, 4096);
-      EXPECT_EQ(p.split_k, kAutoClusterSplit);
-      EXPECT_EQ(p.cluster, kAutoClusterSplit);
-      EXPECT_EQ(p.ctas, 8 * kAutoClusterSplit);
+      EXPECT_EQ(p.split_k, 8);
+      EXPECT_EQ(p.cluster, 8);
+      EXPECT_EQ(p.ctas, 64);
+      EXPECT_LE(p.k_per_block, kAutoClusterColumns);
     }
   const WeightOnlyPlan off_hopper = plan(WeightFormat::int8, 8, 1024, 4096, false);
   EXPECT_EQ(off_hopper.split_k, 32);  // one wave of 256 blocks, by atomics
@@ -387,7 +388,11 @@ TEST(WeightOnlyPlan, AutomaticSumsInAClusterWhereTheBlocksFitOneAnSm) {
   EXPECT_EQ(plan(WeightFormat::int8, 1, 1024, 4096).split_k, 1);        // shared tiles: nothing to sum
   EXPECT_EQ(plan(WeightFormat::int8, 16, 1024, 4096).cluster, 1);       // two n8 tiles: atomics (NOTES.md c2)
   EXPECT_EQ(plan(WeightFormat::int8, 8, 4096, 4096).cluster, 1);        // 32 row tiles x 8 = 256 blocks
-  EXPECT_EQ(plan(WeightFormat::int8, 8, 2048, 2048).cluster, kAutoClusterSplit);  // 16 x 8 = 128 blocks
+  EXPECT_EQ(plan(WeightFormat::int8, 8, 2048, 2048).cluster, 8);        // 16 x 8 = 128 blocks of 256 columns
+  const WeightOnlyPlan long_k = plan(WeightFormat::int8, 8, 1024, 8192);  // 8 splits: 1024 columns a block
+  EXPECT_EQ(long_k.split_k, 16);
+  EXPECT_EQ(long_k.cluster, 16);
+  EXPECT_EQ(plan(WeightFormat::int8, 8, 2048, 8192).cluster, 1);        // 16 splits: 256 blocks
   EXPECT_EQ(plan(WeightFormat::int8, 8, 1024, 4096, true, 8).cluster, 1);  // a named split: atomics
   EXPECT_EQ(plan_weight_only(WeightFormat::int8, 8, 1024, 4096, 132, WeightOnlyKernel::automatic, true,
                              SplitReduce::atomics)

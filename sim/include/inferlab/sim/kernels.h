@@ -167,22 +167,27 @@ std::string weight_only_kernel_name(WeightOnlyKernel k);
 //            1/split_k of the tile's rows, and every block sends its sums of those rows into the owner's
 //            shared memory (st.async, completing on the owner's mbarrier): one one-way hop between SMs, a
 //            fixed summation order, no workspace traffic
-//   automatic  on Hopper at 2-16 tokens, where the plan splits k at least kAutoClusterSplit ways and the row tiles x
-//            kAutoClusterSplit blocks fit one an SM (the grid's path is one block's: its fill, loop and write-out),
-//            kAutoClusterSplit splits in a cluster; else the plan's split by atomics. Measured on the H100
-//            (kernels/gemm/NOTES.md c2, bench_gemm, two rounds, us, the plan -> 8 splits in a cluster):
-//            1024 x 4096 (8 row tiles, the plan 32 splits) int4 m = 2 7.46 -> 7.06, m = 8 8.48 -> 7.10, m = 16
-//            10.24 -> 8.03; int8 8.18 -> 8.07, 9.26 -> 8.08, 11.06 -> 8.98; 2:4 7.78 -> 7.87, 8.73 -> 7.94,
-//            10.35 -> 8.26. Where the grid is larger the atomics' write-out overlaps other blocks' streams, and since
-//            w10 (one thread's acquire-release counter) the cluster rarely gains there: 4096 x 4096 at 8 splits
-//            int4 / int8 / 2:4 at m = 8 10.98 / 12.79 / 13.60 us by atomics, 11.28 / 13.01 / 12.38 in a cluster;
-//            and clusters run on 124 of the 132 SMs (116 at 16 blocks, scripts/probes/cluster_placement.cu), so a
-//            one-wave grid of 512 blocks takes a second (4096 x 14336 int8 at m = 1 25.1 -> 28.5 us).
+//   automatic  on Hopper at 2-8 tokens: the fewest of 8 or 16 splits (no more than the plan's) that give blocks of at
+//            most kAutoClusterColumns columns while the row tiles x splits fit one block an SM (the grid's path is one
+//            block's: its fill, loop and write-out), in a cluster; else the plan's split by atomics. Measured on the H100
+//            (kernels/gemm/NOTES.md c2, bench_gemm, two rounds, us, the plan by atomics -> the rule's cluster, m = 2 / 4 / 8):
+//              1024 x 4096 (8 row tiles, the plan 32 splits -> 8 in a cluster): int4 7.46 / 7.76 / 8.48 -> 7.06 / 7.12 /
+//              7.10, int8 8.18 / 8.50 / 9.26 -> 8.07 / 8.08 / 8.08, 2:4 7.78 / 8.11 / 8.73 -> 7.87 / 7.88 / 7.94;
+//              2048 x 2048 (16 -> 8): int4 7.28 / 7.78 / 8.58 -> 7.30 / 7.32 / 7.34, int8 7.94 / 8.45 / 9.23 -> 8.10 /
+//              8.03 / 8.15, 2:4 7.55 / 8.05 / 8.79 -> 7.36 / 7.35 / 7.38;
+//              1024 x 8192 (64 -> 16): int4 8.96 / 9.41 / 10.81 -> 8.94 / 9.04 / 9.23, int8 10.10 / 10.45 / 11.89 ->
+//              10.01 / 10.10 / 10.26, 2:4 9.60 / 10.08 / 11.49 -> 9.42 / 9.52 / 9.52.
+//            Blocks of 1024 columns lose (1024 x 8192 in 8 splits: int8 10.79 / 10.85 / 10.91, 2:4 10.90 at every m), and
+//            so do larger grids: 2048 x 8192 in 8 splits (128 blocks of 1024 columns) int8 12.76 / 13.12 / 13.58 ->
+//            13.52 / 13.54 / 13.74, 2:4 11.90 -> 13.16 at m = 2; 4096 x 4096 at 8 splits by atomics / in a cluster (256
+//            blocks) int4 / int8 at m = 8 10.98 / 12.79 -> 11.28 / 13.01 (since w10's cheaper counter); and clusters run on
+//            124 of the 132 SMs (116 at 16 blocks, scripts/probes/cluster_placement.cu), so a one-wave grid of 512 blocks
+//            takes a second (4096 x 14336 int8 at m = 1 25.1 -> 28.5 us). At 9-16 tokens the cluster gains more (1024 x
+//            4096 int8 11.06 -> 8.98 at m = 16) but the model does not predict it (NOTES.md c2): atomics there.
 enum class SplitReduce { automatic, atomics, cluster };
 std::string split_reduce_name(SplitReduce r);
 constexpr int kMaxClusterBlocks = 16;  // Hopper's largest cluster (beyond 8, a non-portable size the kernel allows)
-constexpr int kAutoClusterSplit = 8;   // automatic's cluster: a portable size; 16 measured slower (1024 x 4096 at m = 16
-                                       // int4 / int8 8.50 / 9.64 us against 8.03 / 8.98)
+constexpr int64_t kAutoClusterColumns = 512;  // automatic's longest cluster block (above: 1024 loses at 2-4 tokens)
 
 // automatic: the wgmma_tma kernel from this many tokens on (where it is built and the GPU has it, int8 and
 // int4), the mma kernel below; the wgmma kernel is a rung named explicitly. Measured on the H100
