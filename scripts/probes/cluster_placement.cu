@@ -76,9 +76,17 @@ __global__ void flush(const uint4* f, size_t n, uint32_t* sink) {
 }
 
 int main(int argc, char** argv) {
+  size_t bytes = size_t(58720256);  // the int8 weight of 4096 x 14336
+  if (argc > 1) {
+    char* end = nullptr;
+    bytes = size_t(std::strtoull(argv[1], &end, 10));
+    if (end == argv[1] || *end != '\0' || argv[1][0] == '-') {
+      printf("bad BYTES %s (a non-negative integer)\n", argv[1]);
+      return 1;
+    }
+  }
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const size_t bytes = argc > 1 ? size_t(std::strtoull(argv[1], nullptr, 10)) : size_t(58720256);  // int8 4096 x 14336
   uint4 *w, *f;
   uint32_t *sm, *sink;
   uint64_t *t0, *t1;

@@ -513,6 +513,11 @@ int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count) {
   return 2;
 }
 
+namespace {
+// The shared memory one mma block may take at blocks_per_sm blocks an SM: its share of the SM's 227 KB less 1 KB.
+int64_t mma_block_smem_budget(int blocks_per_sm) { return (227 << 10) / blocks_per_sm - (1 << 10); }
+}  // namespace
+
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps, int cluster) {
   const int64_t block_rows = 128 / k_warps;
   return (k_warps > 1 ? m : 8 * mt) * (kb + 8) * 2 + (f == WeightFormat::int4 ? (kb / 128) * (block_rows + 8 * mt) * 4 : 0) +
@@ -588,7 +593,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   plan.m_tiles = weight_only_m_tiles(m);
   plan.blocks_per_sm = weight_only_mma_blocks_per_sm(plan.m_tiles, n, sm_count);
   const int64_t units = k / 128;
-  const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, (227 << 10) / plan.blocks_per_sm - (1 << 10));
+  const int64_t smem_budget = std::min<int64_t>(kXSmemBytes, mma_block_smem_budget(plan.blocks_per_sm));
   const int64_t capacity = sm_count * plan.blocks_per_sm;
   auto k_warps = [&](int64_t d) { return weight_only_k_warps(m, n, k / d, std::max<int64_t>(1, capacity / d)); };
   auto fits = [&](int64_t d) {
@@ -636,7 +641,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     // row tiles x those blocks fit one an SM (sim/kernels.h SplitReduce, the measured reason).
     for (int64_t d : {int64_t(8), int64_t(16)})
       if (d <= split && units % d == 0 && k / d <= kAutoClusterColumns && plan.row_tiles * d <= sm_count &&
-          weight_only_smem_bytes(f, m, plan.m_tiles, k / d, 1, int(d)) <= (227 << 10) / plan.blocks_per_sm - (1 << 10)) {
+          weight_only_smem_bytes(f, m, plan.m_tiles, k / d, 1, int(d)) <= mma_block_smem_budget(plan.blocks_per_sm)) {
         split = d;
         reduce = SplitReduce::cluster;
         break;
@@ -658,7 +663,7 @@ int weight_only_cluster_blocks(WeightFormat f, int64_t m, const WeightOnlyPlan& 
                 weight_only_kernel_name(plan.kernel) + " kernel runs at " + std::to_string(m) + " tokens)");
   if (plan.split_k == 1 || reduce == SplitReduce::atomics) return 1;
   const bool fits = weight_only_smem_bytes(f, m, plan.m_tiles, plan.k_per_block, plan.k_warps, plan.split_k) <=
-                    (227 << 10) / plan.blocks_per_sm - (1 << 10);
+                    mma_block_smem_budget(plan.blocks_per_sm);
   const std::string what = "linear: split-k summed in a cluster (" + std::to_string(plan.split_k) + " blocks along k)";
   if (!hopper) throw Error(what + " needs a Hopper GPU (compute capability 9.0) and a build for it");
   if (plan.m_tiles > 2) throw Error(what + " serves up to 16 tokens (" + std::to_string(m) + " asked)");
@@ -816,7 +821,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // for the block's atomics to be performed, then ATOMG), two dependent round trips.
   kl.cta_cycles = latency_bound_cycles(lp.chain, lp.c.total(), chunks_per_warp / lp.depth, 8.0 * plan.blocks_per_sm,
                                        hw.pipes);
-  kl.cta_round_trips = 1 + (plan.split_k > 1 ? 2 : 0);
+  kl.cta_round_trips = 1 + (plan.split_k > 1 && plan.cluster == 1 ? 2 : 0);
   // The grid is (row tiles x split_k) blocks of the same work, started together: every wave's blocks fill
   // together and write out together, so each wave's fill and write-out round trips stand beside the memory
   // stream (nothing streams while a wave fences and counts, and the next wave's blocks start with their fill).
@@ -840,13 +845,11 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   if (plan.cluster > 1) {
     // Split-k in a cluster: after its loop every block sends its sums to their rows' owners (st.async into the
     // owner's shared memory, completing on its mbarrier) and each owner, once every split's sums have arrived, adds
-    // them and stores: one hop between SMs after the loop instead of the counter's two round trips, no atomics, no
-    // read-back. The hop is charged at the L2's latency (a distributed shared memory latency is not measured here).
-    // The cluster's placement (124 of 132 SMs for 4 and 8 blocks) is not charged: automatic takes it only where the
-    // blocks fit one an SM.
-    kl.cta_round_trips = 1;
+    // them and stores: one hop between SMs after the loop instead of the counter's two round trips (cta_round_trips
+    // above), no atomics, no read-back. The hop is charged at the L2's latency (a distributed shared memory latency
+    // is not measured here). The cluster's placement (124 of 132 SMs for 4 and 8 blocks) is not charged: automatic
+    // takes it only where the blocks fit one an SM.
     kl.epilogue_l2_round_trips = 1;
-    kl.wave_round_trips = kl.cta_round_trips + (scales_wait ? 1 : 0);
   } else if (plan.split_k > 1) {
     // Every block adds its m x 128 partial sums into the workspace: m x n x split_k fp32 atomics
     // (SASS: REDG.E.ADD.F32 per accumulator of a real token), done by the L2's atomic units. The last block
