@@ -540,6 +540,7 @@ std::string weight_only_kernel_name(WeightOnlyKernel k) {
     case WeightOnlyKernel::mma: return "mma";
     case WeightOnlyKernel::wgmma: return "wgmma";
     case WeightOnlyKernel::wgmma_tma: return "wgmma_tma";
+    case WeightOnlyKernel::mma_tma: return "mma_tma";
   }
   return "?";
 }
@@ -561,6 +562,21 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     kernel = wgmma_available && tma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma_tma : WeightOnlyKernel::mma;
   WeightOnlyPlan plan;
   plan.kernel = kernel;
+  if (kernel == WeightOnlyKernel::mma_tma) {
+    const std::string why = weight_only_mma_tma_refusal(f, m, n, k, wgmma_available);
+    if (!why.empty()) throw Error("linear: the mma_tma weight-only kernel " + why);
+    weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);  // its refusal of a named reduce
+    if (split_k != 0) throw Error("linear: split_k applies to the mma weight-only kernel (mma_tma plans its own grid)");
+    // One block an SM, each with an equal contiguous share of the 16-row tiles.
+    plan.row_tiles = n / 16;
+    plan.ctas = std::min<int64_t>(plan.row_tiles, sm_count);
+    plan.blocks_per_sm = 1;
+    plan.k_warps = kMmaTmaConsumerWarps;
+    plan.k_per_block = k;
+    plan.stages = kMmaTmaStages;
+    plan.units = plan.row_tiles * (k / (f == WeightFormat::int4 ? 64 : 32) / kMmaTmaStageChunks);  // stages in all
+    return plan;
+  }
   plan.row_tiles = ceil_div(n, kBlockRows);
   if (kernel == WeightOnlyKernel::wgmma || kernel == WeightOnlyKernel::wgmma_tma) {
     weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);  // its refusal of a named reduce
@@ -654,6 +670,27 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   plan.ctas = plan.row_tiles * split;
   plan.cluster = weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);
   return plan;
+}
+
+int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles) {
+  const bool int4 = f == WeightFormat::int4;
+  const int64_t ring = kMmaTmaStages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
+  const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
+  return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * kMmaTmaStages + 2) * 8;
+}
+
+std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper) {
+  if (f != WeightFormat::int4 && f != WeightFormat::int8)
+    return "serves int8 and int4 (" + weight_format_name(f) + " runs on the mma kernel or the wgmma_tma kernel)";
+  if (!hopper) return "needs a Hopper GPU (compute capability 9.0) and a build for it";
+  if (m != 1) return "serves one token (" + std::to_string(m) + " asked)";
+  if (n % 16 != 0) return "takes whole 16-row tiles: n must be a multiple of 16 (" + std::to_string(n) + ")";
+  const int64_t stage_cols = kMmaTmaStageChunks * (f == WeightFormat::int4 ? 64 : 32);
+  if (k % stage_cols != 0)
+    return "streams stages of " + std::to_string(stage_cols) + " columns: k must be a multiple of it (" +
+           std::to_string(k) + ")";
+  if (k > kMmaTmaMaxK) return "holds X's row in shared memory: k at most " + std::to_string(kMmaTmaMaxK);
+  return "";
 }
 
 int weight_only_cluster_blocks(WeightFormat f, int64_t m, const WeightOnlyPlan& plan, SplitReduce reduce, bool hopper) {
@@ -774,6 +811,44 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
   return kl;
 }
 
+// weight_only_mma_tma.cu: one block an SM over its equal contiguous share of the 16-row tiles, the weight streamed
+// through a ring of 16 KB stages by one producer thread (bulk copies; int4's scales a box of a 2-d tensor map a
+// stage), 16 consumer warps of two chunks a stage (the mma kernel's dequantization and products, from shared memory).
+// Its costs, each from the kernel's code:
+//   - the stream: the weight and scales from DRAM once; a block's bytes cannot arrive faster than its producer
+//     thread's bulk copies (PipeCeilings::bulk_copy_dram_bandwidth), which binds only on small grids;
+//   - the fill: X's row and the first stages requested together at the block's start (one round trip; int4's first
+//     box waits for the tensor map first: two), beside the stream once (one wave);
+//   - the consumers: per stage two chunks a warp of the shared-tile loop (its counts per chunk), a latency-bound
+//     chain off the copies' latency (the ring holds S - 1 stages in flight);
+//   - no split-k: a tile's warps sum in shared memory and one warp stores its 16 outputs.
+KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t n, int64_t k, WeightFormat f, const Hardware& hw,
+                                   KernelLaunch kl) {
+  const bool int4 = f == WeightFormat::int4;
+  const WoLoop& lp = wo_loop(f, 1, 4, true);
+  const PipeCeilings& p = hw.pipes;
+  kl.kernel = "weight_only_mma_tma_kernel";
+  kl.tensor = TensorPath::sm;
+  kl.ctas = plan.ctas;
+  kl.ctas_per_sm = 1;
+  const double chunks = double(n / 16) * double(k / (int4 ? 64 : 32));
+  kl.work += work_of(lp.c, 32.0 * chunks / lp.depth);
+  const double per_warp = double(kMmaTmaStageChunks) / kMmaTmaConsumerWarps;  // chunks a warp a stage
+  const Chain ch{lp.chain.alone * per_warp / lp.depth, lp.chain.beside * per_warp / lp.depth};
+  const double tiles = std::ceil(double(plan.row_tiles) / double(plan.ctas));  // the longest share
+  const double stages = tiles * double(plan.units / plan.row_tiles);
+  const double instructions = lp.c.total() * per_warp / lp.depth;
+  const double per_stage = std::max(ch.alone, kMmaTmaConsumerWarps * instructions / p.issue_per_clk);
+  const double block_bytes = double(kl.bytes) * tiles / double(plan.row_tiles);
+  const double copies = block_bytes / p.bulk_copy_dram_bandwidth * p.sm_clock_hz;
+  kl.cta_cycles = std::max(stages * per_stage, copies + per_stage);
+  const double fill = int4 ? 2 : 1;
+  kl.cta_round_trips = fill;
+  kl.startup_round_trips = 0;
+  kl.wave_round_trips = fill;
+  return kl;
+}
+
 }  // namespace
 
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw) {
@@ -806,6 +881,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper, reduce, split_k);
   if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
   if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
+  if (plan.kernel == WeightOnlyKernel::mma_tma) return {mma_tma_linear_kernel(plan, n, k, f, hw, kl)};
   const WoLoop& lp = wo_loop(f, plan.m_tiles, plan.blocks_per_sm, plan.k_warps > 1);
   const double cols = f == WeightFormat::int4 ? 64 : 32;
   const double chunks_per_warp = double(plan.k_per_block) / plan.k_warps / cols;

@@ -66,9 +66,10 @@ void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, in
     }
     ASSERT_EQ(unwritten, 0u) << "outputs not written (or not finite), run " << run;
     EXPECT_LE(std::sqrt(err / ref_norm), tol) << "run " << run;
-    // Summed in a cluster, the splits add in one order: the second launch repeats the first bit for bit.
+    // Summed in a cluster, the splits add in one order (mma_tma: a tile's warps, in shared memory): the second launch
+    // repeats the first bit for bit.
     if (run == 0) first = y;
-    else if (reduce == SplitReduce::cluster)
+    else if (reduce == SplitReduce::cluster || kernel == WeightOnlyKernel::mma_tma)
       EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0) << "cluster sums differ between launches";
     std::size_t dirty = 0;
     for (uint8_t b : op.workspace()) dirty += b != 0;
@@ -282,6 +283,38 @@ TEST(LinearGpu, EveryWeightOnlyKernelMatchesTheReference) {
       run_case(WeightFormat::sparse24, 64, 1024, 4096, 23, 0, kernel);
     }
   }
+}
+
+// The mma_tma kernel (one token, Hopper): fresh shapes whose stages it takes (n a multiple of 16, k of 2048 for int4
+// and 1024 for int8), from fewer tiles than SMs (a block a tile, fewer stages than the ring) to more (blocks of
+// unequal shares, the ring's parities wrapping many times), and the layer shapes of the experiment; where it cannot
+// run, its refusal names why.
+TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
+  REQUIRE_GPU();
+  LinearParams probe;
+  probe.format = WeightFormat::int4, probe.m = 1, probe.n = 128, probe.k = 2048, probe.kernel = WeightOnlyKernel::mma_tma;
+  const std::string missing = error_of([&] { plan_linear(probe, device_sms()); });
+  if (!missing.empty()) {
+    std::printf("mma_tma weight-only kernel not run here: %s\n", missing.c_str());
+    GTEST_SKIP() << missing;
+  }
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 93};
+  for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8}) {
+    const int64_t stage_cols = f == WeightFormat::int4 ? 2048 : 1024;
+    for (int i = 0; i < 4; ++i) {
+      const int64_t n = 16 * (1 + int64_t(rng.next() % (i < 2 ? 40 : 700))), k = stage_cols * (1 + int64_t(rng.next() % 7));
+      run_case(f, 1, n, k, rng.next(), 0, WeightOnlyKernel::mma_tma);
+    }
+    run_case(f, 1, 16, 16384, 31, 0, WeightOnlyKernel::mma_tma);  // one block, its tile longer than the ring
+    run_case(f, 1, 14336, 4096, 32, 0, WeightOnlyKernel::mma_tma);
+    run_case(f, 1, 4096, 14336, 33, 0, WeightOnlyKernel::mma_tma);
+  }
+  probe.m = 2;
+  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("serves one token"), std::string::npos);
+  probe.m = 1, probe.k = 1024;
+  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("multiple of"), std::string::npos);
+  probe.k = 2048, probe.format = WeightFormat::sparse24;
+  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("serves int8 and int4"), std::string::npos);
 }
 
 TEST(LinearGpu, DenseAndFp8MatchTheReference) {

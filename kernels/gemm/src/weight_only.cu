@@ -654,7 +654,8 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
   constexpr bool kWgmmaBuilt = false;
 #endif
   const bool wgmma_here = kWgmmaBuilt && compute_capability == 90;
-  const bool hopper_kernel = p.kernel == WeightOnlyKernel::wgmma || p.kernel == WeightOnlyKernel::wgmma_tma;
+  const bool hopper_kernel = p.kernel == WeightOnlyKernel::wgmma || p.kernel == WeightOnlyKernel::wgmma_tma ||
+                             p.kernel == WeightOnlyKernel::mma_tma;
   const std::string name = weight_only_kernel_name(p.kernel);
   if (hopper_kernel && !wgmma_here)
     throw Error(kWgmmaBuilt ? "linear: the " + name + " weight-only kernel needs compute capability 9.0 (this GPU: " +
@@ -672,6 +673,11 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
   plan.k_per_block = wp.k_per_block;
   if (wp.kernel == WeightOnlyKernel::wgmma || wp.kernel == WeightOnlyKernel::wgmma_tma) {
     plan.tokens = wp.tokens;
+    plan.ctas = wp.ctas;
+    return plan;
+  }
+  if (wp.kernel == WeightOnlyKernel::mma_tma) {
+    plan.k_warps = wp.k_warps;
     plan.ctas = wp.ctas;
     return plan;
   }
@@ -699,6 +705,7 @@ void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStrea
 #ifdef INFERLAB_HAVE_SM90A
   if (plan.kernel == WeightOnlyKernel::wgmma) return weight_only_linear_sm90(p, plan, stream);
   if (plan.kernel == WeightOnlyKernel::wgmma_tma) return weight_only_linear_sm90_tma(p, plan, stream);
+  if (plan.kernel == WeightOnlyKernel::mma_tma) return weight_only_linear_mma_tma(p, plan, stream);
 #endif
   if (plan.kernel != WeightOnlyKernel::mma) throw Error("weight_only_linear: the plan names a kernel this build lacks");
   WoParams wp{};

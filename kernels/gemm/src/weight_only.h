@@ -1,6 +1,6 @@
 #pragma once
 // The weight-only / 2:4 kernels (weight_only.cu: mma; weight_only_sm90.cu: wgmma;
-// weight_only_sm90_tma.cu: wgmma_tma), called by linear()
+// weight_only_sm90_tma.cu: wgmma_tma; weight_only_mma_tma.cu: mma_tma), called by linear()
 // for int8, int4, sparse24.
 #include <cstddef>
 
@@ -22,6 +22,8 @@ void weight_only_linear(const LinearParams& p, const LinearPlan& plan, cudaStrea
 // weight_only_sm90.cu and weight_only_sm90_tma.cu (built for sm_90a): the wgmma and wgmma_tma kernels.
 void weight_only_linear_sm90(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
 void weight_only_linear_sm90_tma(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
+// weight_only_mma_tma.cu (built for sm_90a): the mma_tma kernel (m = 1).
+void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream);
 #endif
 
 }  // namespace inferlab

@@ -85,16 +85,10 @@ using sm90::mbar_arrive;
 using sm90::mbar_expect_tx;
 using sm90::mbar_init;
 using sm90::mbar_wait;
+using sm90::bulk_load;
+using sm90::evict_first_policy;
 using sm90::shared_addr;
-
-// One [rows x 64] box of X at (column c0, row 0), landing 128-byte swizzled; completes on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          shared_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar))
-      : "memory");
-}
+using sm90::tma_load_2d;
 
 // One box of a 3-d tensor map at (c0, c1, c2), unswizzled, completing on `bar`, with an L2 eviction policy.
 __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar,
@@ -104,22 +98,6 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, i
       "[%5], %6;\n" ::"r"(shared_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(shared_addr(bar)), "l"(policy)
       : "memory");
-}
-
-// `bytes` contiguous bytes (a multiple of 16, both ends 16-byte aligned), completing on `bar`, with an
-// L2 eviction policy.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          shared_addr(dst)),
-      "l"(src), "r"(bytes), "r"(shared_addr(bar)), "l"(policy)
-      : "memory");
-}
-
-__device__ __forceinline__ uint64_t evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
 }
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }

@@ -157,7 +157,13 @@ KernelLaunch streaming_kernel(const std::string& name, double bytes, double writ
 //          units, dequantization and grid, its ring filled by producer warps (one copying thread each: TMA for
 //          X, bulk copies for the weight, scales and 2:4 metadata, mbarriers) instead of every thread's cp.async
 //          and a proxy fence per unit; 2:4 feeds its compressed values and metadata to wgmma.sp m64nNk32
-enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma };
+//   mma_tma  weight_only_mma_tma.cu (sm_90a, int8 and int4, m = 1): the mma kernel's products and dequantization, its
+//          weight streamed by one producer thread a block through a ring of 16 KB shared-memory stages (bulk copies,
+//          mbarriers) instead of every warp's loads into registers; a persistent grid of one block an SM, each
+//          taking whole 16-row tiles in equal contiguous shares (the tiles are contiguous in quant.h's layout, so a
+//          block's weight is one run of bytes), 16 consumer warps over each stage's k range summed in shared memory:
+//          no split-k, no workspace
+enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma, mma_tma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
 
 // How the mma kernel's split-k blocks of one row tile sum their partial sums:
@@ -284,6 +290,17 @@ struct WeightOnlyPlan {
   int64_t ctas = 0;
   int cluster = 1;  // mma, split_k > 1: blocks a cluster (SplitReduce::cluster: split_k), 1: atomics
 };
+// The mma_tma kernel's ring (weight_only_mma_tma.cu), in one place: stages of 32 chunks (16 KB of packed weight: int4
+// 16 rows x 2048 columns, int8 x 1024) and, for int4, the stage's scales (16 rows x 16 groups, 1 KB); 16 consumer
+// warps, two chunks each a stage; 8 stages (128 KB in flight an SM, beside X's row).
+constexpr int kMmaTmaStageChunks = 32;
+constexpr int kMmaTmaConsumerWarps = 16;
+constexpr int kMmaTmaStages = 8;
+constexpr int64_t kMmaTmaMaxK = 16384;  // X's row (bf16) in shared memory beside the ring
+// Its shared memory for k columns and at most max_tiles 16-row tiles a block.
+int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles);
+// Why the mma_tma kernel cannot run m tokens of an n x k weight in format f ("" where it can).
+std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper);
 // kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
 // 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
 // reduce: how split-k blocks sum (weight_only_cluster_blocks: where it cannot run, an inferlab::Error naming why; with

@@ -1,8 +1,11 @@
 #pragma once
 // Hopper's asynchronous pieces shared by the wgmma kernels (attention/flash_fwd_sm90*.cu,
 // gemm/weight_only_sm90*.cu): the wgmma shared-memory descriptor of a 128-byte-swizzled operand, the
-// async-proxy fence, and the mbarriers their rings of stages complete on (built for sm_90a only).
+// async-proxy fence, the mbarriers their rings of stages complete on, and the bulk and tensor copies that fill
+// them (built for sm_90a only).
 #include <cstdint>
+
+#include <cuda.h>  // CUtensorMap
 
 namespace inferlab {
 namespace sm90 {
@@ -36,6 +39,38 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
       "@!done bra WAIT_%=;\n}\n" ::"r"(shared_addr(bar)),
       "r"(parity)
       : "memory");
+}
+
+// One box of a 2-d tensor map at (c0, c1), landing as the map's swizzle lays it; completes on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          shared_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_addr(bar))
+      : "memory");
+}
+
+// `bytes` contiguous bytes (a multiple of 16, both ends 16-byte aligned), completing on `bar`, with an
+// L2 eviction policy.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          shared_addr(dst)),
+      "l"(src), "r"(bytes), "r"(shared_addr(bar)), "l"(policy)
+      : "memory");
+}
+
+// An L2 policy for data read once (evict first) or by every block (evict last).
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ uint64_t evict_last_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
 }
 
 }  // namespace sm90

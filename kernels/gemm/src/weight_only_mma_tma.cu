@@ -1,0 +1,332 @@
+// Weight-only linear layers at one token on Hopper (WeightOnlyKernel::mma_tma, sm_90a, int8 and int4, m = 1). Diff it
+// against weight_only.cu's shared tiles: the chunks' dequantization and mma.sync products are the same; what changes
+// is how the weight reaches the warps and how the grid is cut.
+//
+// weight_only.cu streams the weight into registers, 6 chunks in flight a warp, each refill issued after the chunk in
+// its slot has been multiplied: its loads wait for its math, a block's prologue (X, scales, group sums, one barrier)
+// waits behind its first loads, and 448 blocks over 132 SMs end unevenly (kernels/gemm/NOTES.md w4-w5: int4 on
+// 14336 x 4096 runs 17.5 us where a pure read of its bytes in the same geometry takes 13.0-13.4). Here:
+//   - one block an SM (a persistent grid of min(SMs, n / 16) blocks), each taking an equal contiguous share of the
+//     16-row tiles. quant.h stores a tile's chunks contiguously ([n/16][k/C] chunks of 512 bytes), so a block's
+//     weight is one run of bytes, cut into stages of 32 chunks (16 KB: int4 2048 columns, int8 1024);
+//   - one producer thread copies them through a ring of kMmaTmaStages stages (cp.async.bulk, L2 evict-first,
+//     completing on the stage's `full` mbarrier) and int4's scales of the stage (16 rows x 16 groups) as one box of a
+//     2-d tensor map over [k/128][n]; X's row is one bulk copy at the start. Nothing the consumers compute delays a
+//     copy: the producer waits only for a stage to be released (`empty`, one arrival a consumer warp);
+//   - 16 consumer warps take two chunks each of every stage (an int4 group or 64 int8 columns) from shared memory
+//     (one lds.128 a chunk and lane: a chunk is one lane's A fragments), dequantize and multiply them against X's
+//     row (ldmatrix, every column of B reading it: a column reaches only its own column of the products), and fold
+//     int4's group scales in as the mma kernel does (the 128 and the zero point leave with the group's sum of X);
+//     int8 in fp16 (int8x2_to_f16x2) against X's row converted once to fp16 x 2^e, e from the row's largest |x|;
+//   - at a tile's last stage the warps leave their 16 sums in shared memory, meet at one named barrier, and one warp
+//     (tile by tile in turn) adds them in a fixed order, scales (int8: the channel scale, 2^-e) and stores: no split-k,
+//     no atomics, no workspace.
+// The model of its cost is sim/kernels.h linear_kernels (WeightOnlyKernel::mma_tma).
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "dequant.cuh"
+#include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
+#include "inferlab/kernels/common/sm90_async.cuh"
+#include "inferlab/kernels/common/tensor_map.h"
+#include "inferlab/kernels/gemm/linear.h"
+#include "inferlab/sim/error.h"
+#include "inferlab/sim/kernels.h"
+#include "weight_only.h"
+
+namespace inferlab {
+namespace {
+
+using sm90::bulk_load;
+using sm90::evict_first_policy;
+using sm90::evict_last_policy;
+using sm90::mbar_arrive;
+using sm90::mbar_expect_tx;
+using sm90::mbar_init;
+using sm90::mbar_wait;
+using sm90::shared_addr;
+using sm90::tma_load_2d;
+
+constexpr int kWarps = kMmaTmaConsumerWarps, kConsumers = kWarps * 32, kThreads = kConsumers + 32;
+constexpr int kS = kMmaTmaStages, kStageChunks = kMmaTmaStageChunks, kStageBytes = kStageChunks * 512;
+constexpr int kWarpChunks = kStageChunks / kWarps;  // 2: an int4 group, 64 int8 columns
+constexpr int kSideBytes = 16 * 16 * 4;             // int4: the stage's scales, [16 groups][16 rows] uint32
+static_assert(kWarpChunks == 2, "a warp's two chunks of a stage are one int4 group");
+
+struct RingParams {
+  const __nv_bfloat16* x;  // [1, k]
+  const uint4* w;          // packed chunks [n/16][k/C] of 512 bytes (quant.h)
+  const float* channel;    // int8: the channel scales [n]
+  __nv_bfloat16* y;        // [1, n]
+  int n, k;
+  int tiles, blocks;       // 16-row tiles; block b takes [b·tiles/blocks, (b+1)·tiles/blocks)
+};
+
+// The block's shared memory, one layout for the kernel and the launcher (its size is sim/kernels.h
+// weight_only_mma_tma_smem_bytes): [ring: S x 16 KB][int4: S x the stage's scales][X's row, bf16 (int8: fp16 x
+// 2^e) k][int4: X's group sums k/128; int8: the block's channel scales][the warps' tile sums [2][warps][16]]
+// [full S, empty S, X's mbarrier].
+struct Layout {
+  int side, x, aux, red, bars, bytes;
+  __host__ __device__ Layout(bool int4, int k, int max_tiles) {
+    side = kS * kStageBytes;
+    x = side + (int4 ? kS * kSideBytes : 0);
+    aux = x + k * 2;
+    red = aux + (int4 ? k / 128 : max_tiles * 16) * 4;
+    bars = red + 2 * kWarps * 16 * 4;
+    bytes = bars + (2 * kS + 2) * 8;
+  }
+};
+
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_addr(p)));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t f16x2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+template <WeightFormat F>
+__global__ void __launch_bounds__(kThreads, 1)
+    weight_only_mma_tma_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool kInt4 = F == WeightFormat::int4;
+  constexpr int C = kInt4 ? 64 : 32;  // weight columns a chunk
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int t_begin = int(int64_t(blockIdx.x) * p.tiles / p.blocks);
+  const int tiles = int(int64_t(blockIdx.x + 1) * p.tiles / p.blocks) - t_begin;
+  const int max_tiles = (p.tiles + p.blocks - 1) / p.blocks;
+  const Layout L(kInt4, p.k, max_tiles);
+  const uint4* ws = reinterpret_cast<const uint4*>(smem);
+  const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem + L.x);
+  float* aux = reinterpret_cast<float*>(smem + L.aux);
+  float* red = reinterpret_cast<float*>(smem + L.red);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bars);
+  uint64_t* empty = full + kS;
+  uint64_t* xbar = empty + kS;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4;
+  const int per_tile = p.k / C / kStageChunks;  // stages a tile
+  const int stages = tiles * per_tile;
+  if (tid == 0) {
+    for (int s = 0; s < kS; ++s) {
+      mbar_init(&full[s], 1);         // the producer's arrive.expect_tx, then the stage's bytes
+      mbar_init(&empty[s], kWarps);  // every consumer warp has read the stage
+    }
+    mbar_init(xbar, 1);
+    sm90::fence_mbar_init();
+  }
+  __syncthreads();  // the only block-wide barrier
+
+  if (warp == kWarps) {  // the producer: one copying thread
+    if (lane != 0) return;
+    mbar_expect_tx(xbar, uint32_t(p.k) * 2);
+    bulk_load(xs, p.x, uint32_t(p.k) * 2, xbar, evict_last_policy());  // every block reads X
+    const uint64_t policy = evict_first_policy();                      // the weight, once
+    const uint4* src = p.w + int64_t(t_begin) * (p.k / C) * 32;
+#pragma unroll 1
+    for (int s = 0, slot = 0; s < stages; ++s) {
+      if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
+      mbar_expect_tx(&full[slot], uint32_t(kStageBytes + (kInt4 ? kSideBytes : 0)));
+      bulk_load(smem + slot * kStageBytes, src + int64_t(s) * (kStageBytes / 16), kStageBytes, &full[slot], policy);
+      if constexpr (kInt4)
+        tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, (t_begin + s / per_tile) * 16, (s % per_tile) * 16,
+                    &full[slot]);
+      if (++slot == kS) slot = 0;
+    }
+    return;
+  }
+
+  // The consumers. int8: the block's channel scales first (their loads beside the ring's fill).
+  if constexpr (!kInt4)
+    for (int i = tid; i < tiles * 16; i += kConsumers) aux[i] = __ldg(p.channel + t_begin * 16 + i);
+  mbar_wait(xbar, 0);
+  float x_inv = 1.f;  // int8: 2^-e
+  if constexpr (kInt4) {
+    // Each group's sum of X: eight threads a group, 16 columns each, summed by shuffles.
+    for (int i = tid; i < p.k / 128 * 8; i += kConsumers) {
+      const uint4* src = reinterpret_cast<const uint4*>(xs + (i / 8) * 128 + (i % 8) * 16);
+      float lo = 0.f, hi = 0.f;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint4 v = src[j];
+        for (uint32_t w : {v.x, v.y, v.z, v.w}) lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
+      }
+      float sum = lo + hi;
+      const unsigned eight = 0xffu << (tid & 24);  // the bound is a multiple of 8: all eight run
+#pragma unroll
+      for (int o = 1; o < 8; o *= 2) sum += __shfl_xor_sync(eight, sum, o);
+      if (i % 8 == 0) aux[i / 8] = sum;
+    }
+  } else {
+    // X's row to fp16 x 2^e, the row's largest |x| in [2^14, 2^15): bf16's 8 significant bits fit fp16's 11, values
+    // below 2^-14 of the scaled range become fp16 subnormals (an error below 2^-39 of the largest), none overflows
+    // (weight_only.cu does the same per slice of k). The products q x 2^e are exact in the fp32 sums; 2^-e leaves
+    // with the channel scale.
+    uint32_t mx = 0;  // bf16 magnitudes compare as integers
+    for (int i = tid; i < p.k / 8; i += kConsumers) {
+      const uint4 v = reinterpret_cast<const uint4*>(xs)[i];
+      for (uint32_t w : {v.x, v.y, v.z, v.w}) mx = max(mx, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    uint32_t* maxima = reinterpret_cast<uint32_t*>(red);
+    if (lane == 0) maxima[warp] = mx;
+    consumers_sync();
+    for (int w = 0; w < kWarps; ++w) mx = max(mx, maxima[w]);
+    const int e = min(max(141 - int(mx >> 7), -126), 126);  // 14 - the biased exponent; inf and NaN stay so
+    const float sc = __int_as_float((127 + e) << 23);
+    x_inv = __int_as_float((127 - e) << 23);
+    consumers_sync();  // every warp has read the maxima before the tile sums reuse the space
+    for (int i = tid; i < p.k / 8; i += kConsumers) {
+      uint4* pv = reinterpret_cast<uint4*>(xs) + i;
+      const uint4 v = *pv;
+      uint4 h;
+      h.x = f16x2_bits(__uint_as_float(v.x << 16) * sc, __uint_as_float(v.x & 0xffff0000u) * sc);
+      h.y = f16x2_bits(__uint_as_float(v.y << 16) * sc, __uint_as_float(v.y & 0xffff0000u) * sc);
+      h.z = f16x2_bits(__uint_as_float(v.z << 16) * sc, __uint_as_float(v.z & 0xffff0000u) * sc);
+      h.w = f16x2_bits(__uint_as_float(v.w << 16) * sc, __uint_as_float(v.w & 0xffff0000u) * sc);
+      *pv = h;
+    }
+  }
+  consumers_sync();  // X (converted), its group sums and the channel scales are the block's
+
+  // acc: rows (g, g + 8) of the tile; every column of B is X's row, so every lane of a quad holds the same sums.
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  int j = 0, tile = 0, slot = 0, phase = 0;  // the stage's place in its tile, the block's tile, the ring's slot
+#pragma unroll 1
+  for (int s = 0; s < stages; ++s) {
+    mbar_wait(&full[slot], phase);
+    const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
+    const uint4 cur[2] = {wl[0], wl[32]};
+    const int kc = (j * kStageChunks + warp * kWarpChunks) * C;  // the warp's first column in the tile
+    if constexpr (kInt4) {
+      const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
+      float ga[4] = {0.f, 0.f, 0.f, 0.f};  // the group's sums of (128 + q) x
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t words[4] = {cur[h].x, cur[h].y, cur[h].z, cur[h].w};
+#pragma unroll
+        for (int jj2 = 0; jj2 < 4; jj2 += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, xs + kc + h * 64 + 16 * jj2 + 8 * (lane >> 3));
+#pragma unroll
+          for (int jj = 0; jj < 2; ++jj) {
+            const uint32_t w = words[jj2 + jj];
+            const uint32_t a[4] = {lop3_and_or(w, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u),
+                                   lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)};
+            mma_bf16(ga, a, b[2 * jj], b[2 * jj + 1]);
+          }
+        }
+      }
+      // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z).
+      const float xg = aux[kc / 128];
+      const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
+      acc[0] += s0 * ga[0] - s0 * __uint_as_float(sz0 & 0xffff0000u) * xg;
+      acc[2] += s1 * ga[2] - s1 * __uint_as_float(sz1 & 0xffff0000u) * xg;
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t b[4];
+        ldmatrix_x4(b, xs + kc + h * 32 + 8 * (lane >> 3));
+        const uint32_t words[4] = {cur[h].x, cur[h].y, cur[h].z, cur[h].w};
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          const uint32_t lo = words[2 * jj], hi = words[2 * jj + 1];
+          const uint32_t a[4] = {int8x2_to_f16x2(lo, 0), int8x2_to_f16x2(lo, 2), int8x2_to_f16x2(hi, 0),
+                                 int8x2_to_f16x2(hi, 2)};
+          mma_f16(acc, a, b[2 * jj], b[2 * jj + 1]);
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
+    if (++slot == kS) slot = 0, phase ^= 1;
+    if (++j == per_tile) {  // the tile's last stage: its warps' sums, added by one warp in a fixed order
+      float* r = red + (tile & 1) * kWarps * 16;
+      if (lane % 4 == 0) r[warp * 16 + g] = acc[0], r[warp * 16 + g + 8] = acc[2];
+      consumers_sync();  // (the other buffer's reader, two tiles back, passed the barrier before this one)
+      if (warp == tile % kWarps && lane < 16) {
+        float v = 0.f;
+        for (int w = 0; w < kWarps; ++w) v += r[w * 16 + lane];
+        if constexpr (!kInt4) v *= aux[tile * 16 + lane] * x_inv;
+        p.y[(t_begin + tile) * 16 + lane] = __float2bfloat16_rn(v);
+      }
+      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+      j = 0, ++tile;
+    }
+  }
+#else
+  __trap();  // built for a GPU without sm_90a: the plan never selects this kernel there
+#endif
+}
+
+template <WeightFormat F>
+void launch(RingParams rp, const void* scales, cudaStream_t stream) {
+  constexpr bool kInt4 = F == WeightFormat::int4;
+  auto kernel = weight_only_mma_tma_kernel<F>;
+  const int max_tiles = (rp.tiles + rp.blocks - 1) / rp.blocks;
+  const Layout L(kInt4, rp.k, max_tiles);
+  if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(F, rp.k, max_tiles))
+    throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
+  static KernelSmem attr;
+  attr.ensure(kernel, L.bytes, "linear (weight-only mma_tma)");
+  // int4's scales uint32 [k/128][n] as boxes of 16 rows x 16 groups; int8 passes an unused map.
+  CUtensorMap map_s{};
+  if constexpr (kInt4) {
+    const uint64_t dims[2] = {uint64_t(rp.n), uint64_t(rp.k / 128)};
+    const uint64_t strides[1] = {uint64_t(rp.n) * 4};
+    const uint32_t box[2] = {16, 16};
+    map_s = make_tensor_map("linear (weight-only mma_tma)", scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, dims, strides, box,
+                            CU_TENSOR_MAP_SWIZZLE_NONE);
+  } else {
+    rp.channel = static_cast<const float*>(scales);
+  }
+  kernel<<<unsigned(rp.blocks), kThreads, L.bytes, stream>>>(rp, map_s);
+  INFERLAB_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
+  RingParams rp{};
+  rp.x = static_cast<const __nv_bfloat16*>(p.x);
+  rp.w = static_cast<const uint4*>(p.w);
+  rp.y = static_cast<__nv_bfloat16*>(p.y);
+  rp.n = int(p.n);
+  rp.k = int(p.k);
+  rp.tiles = int(p.n / 16);
+  rp.blocks = int(plan.ctas);
+  switch (p.format) {
+    case WeightFormat::int4: return launch<WeightFormat::int4>(rp, p.scales, stream);
+    case WeightFormat::int8: return launch<WeightFormat::int8>(rp, p.scales, stream);
+    default: throw Error("linear (weight-only mma_tma): format " + weight_format_name(p.format) + " has no kernel here");
+  }
+}
+
+}  // namespace inferlab
