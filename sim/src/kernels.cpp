@@ -558,6 +558,9 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   if (kernel == WeightOnlyKernel::wgmma_tma && !tma_format)
     throw Error("linear: the wgmma_tma weight-only kernel serves int8, int4 and sparse24 (" + weight_format_name(f) +
                 " is not a weight-only format)");
+  if (kernel == WeightOnlyKernel::automatic && split_k == 0 && reduce == SplitReduce::automatic &&
+      weight_only_mma_tma_automatic(f, m, n, k, sm_count, wgmma_available))
+    kernel = WeightOnlyKernel::mma_tma;
   if (kernel == WeightOnlyKernel::automatic)
     kernel = wgmma_available && tma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma_tma : WeightOnlyKernel::mma;
   WeightOnlyPlan plan;
@@ -677,6 +680,11 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
   const int64_t ring = kMmaTmaStages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
   const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
   return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * kMmaTmaStages + 2) * 8;
+}
+
+bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper) {
+  (void)sm_count;
+  return weight_only_mma_tma_refusal(f, m, n, k, hopper).empty() && n / 16 >= kMmaTmaMinTiles;
 }
 
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper) {

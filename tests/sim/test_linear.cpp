@@ -413,6 +413,63 @@ TEST(WeightOnlyPlan, AutomaticSumsInAClusterWhereTheBlocksFitOneAnSm) {
   EXPECT_LT(cluster.time_s, atomics.time_s);
 }
 
+// At one token automatic takes the mma_tma kernel where it can run with at least 64 tiles (sim/kernels.h
+// weight_only_mma_tma_automatic): one block an SM over whole 16-row tiles; a named split, a named reduce, a shape off
+// its stages, two tokens, 2:4, too few tiles or no Hopper keep the mma kernel; named where it cannot run, it refuses
+// with the reason.
+TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
+  auto pick = [](WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper = true, int64_t split = 0,
+                 SplitReduce r = SplitReduce::automatic) {
+    return plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::automatic, hopper, r, split).kernel;
+  };
+  for (WeightFormat f : {WeightFormat::int4, WeightFormat::int8}) {
+    EXPECT_EQ(pick(f, 1, 14336, 4096), WeightOnlyKernel::mma_tma);
+    EXPECT_EQ(pick(f, 1, 4096, 14336), WeightOnlyKernel::mma_tma);
+    EXPECT_EQ(pick(f, 1, 1024, 4096), WeightOnlyKernel::mma_tma);  // 64 tiles: the fewest measured
+    EXPECT_EQ(pick(f, 1, 1008, 4096), WeightOnlyKernel::mma);      // 63
+    EXPECT_EQ(pick(f, 2, 14336, 4096), WeightOnlyKernel::mma);
+    EXPECT_EQ(pick(f, 1, 14336, 4096, false), WeightOnlyKernel::mma);
+    EXPECT_EQ(pick(f, 1, 14336, 4096, true, 4), WeightOnlyKernel::mma);
+    EXPECT_EQ(pick(f, 1, 14336, 4096, true, 0, SplitReduce::atomics), WeightOnlyKernel::mma);
+    EXPECT_EQ(pick(f, 1, 4096, 11008), WeightOnlyKernel::mma);  // k off the stages (int4 2048, int8 1024 columns)
+    EXPECT_EQ(pick(f, 1, 4096, 32768), WeightOnlyKernel::mma);  // X's row beyond its shared memory
+  }
+  EXPECT_EQ(pick(WeightFormat::int4, 1, 4096, 5120), WeightOnlyKernel::mma);
+  EXPECT_EQ(pick(WeightFormat::int8, 1, 4096, 5120), WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(pick(WeightFormat::sparse24, 1, 14336, 4096), WeightOnlyKernel::mma);
+  // The plan: whole tiles in equal contiguous shares over one block an SM, no split.
+  const WeightOnlyPlan p = plan_weight_only(WeightFormat::int4, 1, 14336, 4096, 132);
+  EXPECT_EQ(p.row_tiles, 896);
+  EXPECT_EQ(p.ctas, 132);
+  EXPECT_EQ(p.blocks_per_sm, 1);
+  EXPECT_EQ(p.split_k, 1);
+  EXPECT_EQ(p.units, 896 * 2);  // stages of 2048 columns
+  EXPECT_EQ(plan_weight_only(WeightFormat::int8, 1, 1024, 4096, 132).ctas, 64);
+  // Its shared memory fits a Hopper block at the largest k it takes.
+  EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, kMmaTmaMaxK, 1), 227 << 10);
+  EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int8, kMmaTmaMaxK, 64), 227 << 10);
+  auto refusal = [](WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper = true) {
+    return error_of([&] { plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::mma_tma, hopper); });
+  };
+  EXPECT_NE(refusal(WeightFormat::int4, 2, 4096, 4096).find("one token"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 4096, false).find("Hopper"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 1, 4104, 4096).find("multiple of 16"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 5120).find("multiple of it"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int8, 1, 4096, 32768).find("at most 16384"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::sparse24, 1, 4096, 4096).find("int8 and int4"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              plan_weight_only(WeightFormat::int4, 1, 4096, 4096, 132, WeightOnlyKernel::mma_tma, true, SplitReduce::automatic, 4);
+            }).find("split_k"),
+            std::string::npos);
+  // The model charges its one wave of blocks, the stream beside the fill.
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  const std::vector<KernelLaunch> kl = linear_kernels(1, 14336, 4096, WeightFormat::int4, hw);
+  ASSERT_EQ(kl.size(), 1u);
+  EXPECT_EQ(kl[0].kernel, "weight_only_mma_tma_kernel");
+  EXPECT_EQ(kl[0].ctas, 132);
+  EXPECT_EQ(kl[0].atomics, 0);
+}
+
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
 // (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 and 2:4 from 17, and mma wherever
 // the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.

@@ -196,7 +196,8 @@ constexpr int kMaxClusterBlocks = 16;  // Hopper's largest cluster (beyond 8, a 
 constexpr int64_t kAutoClusterColumns = 512;  // automatic's longest cluster block (above: 1024 loses at 2-4 tokens)
 
 // automatic: the wgmma_tma kernel from this many tokens on (where it is built and the GPU has it, int8 and
-// int4), the mma kernel below; the wgmma kernel is a rung named explicitly. Measured on the H100
+// int4), the mma kernel below (at one token the mma_tma kernel where it runs: weight_only_mma_tma_automatic); the
+// wgmma kernel is a rung named explicitly. Measured on the H100
 // (kernels/gemm/NOTES.md, tma1; bench_gemm, 2026-11-24, 14336 x 4096 / 4096 x 14336):
 //   int4  from 9: at m = 8 mma is ahead (19.8 / 19.8 us against 22.4 / 23.6), at m = 16 wgmma_tma (24.0 / 24.6
 //         against 27.9 / 27.7), at m = 32 and 64 wgmma_tma (29.3 / 29.4 and 41.5 / 40.4 against wgmma's 34.8 /
@@ -296,11 +297,20 @@ struct WeightOnlyPlan {
 constexpr int kMmaTmaStageChunks = 32;
 constexpr int kMmaTmaConsumerWarps = 16;
 constexpr int kMmaTmaStages = 8;
-constexpr int64_t kMmaTmaMaxK = 16384;  // X's row (bf16) in shared memory beside the ring
+constexpr int64_t kMmaTmaMaxK = 16384;
+constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (weight_only_mma_tma_automatic)  // X's row (bf16) in shared memory beside the ring
 // Its shared memory for k columns and at most max_tiles 16-row tiles a block.
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles);
 // Why the mma_tma kernel cannot run m tokens of an n x k weight in format f ("" where it can).
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper);
+// automatic: the mma_tma kernel at one token wherever it can run with at least kMmaTmaMinTiles 16-row tiles (the fewest
+// measured: 1024 rows, 64 blocks of one tile; with fewer its blocks are few and short where the mma kernel splits k, not
+// measured), the mma kernel otherwise. Measured on the H100 (kernels/gemm/NOTES.md r1; bench_gemm, one session, three rounds, us, mma ->
+// mma_tma, m = 1): int4 14336 x 4096 17.30 / 17.22 / 17.38 -> 16.56 / 16.56 / 16.59, 4096 x 14336 17.22 / 17.09 / 17.18
+// -> 16.14 / 16.40 / 16.27, 4096 x 4096 8.83 / 8.83 / 8.91 -> 8.26 / 8.21 / 8.35, 1024 x 4096 (64 tiles) 6.62 / 6.53 /
+// 6.66 -> 6.02 / 6.05 / 6.11; int8 24.62 / 24.78 / 24.80 -> 24.30 / 24.42 / 24.61, 25.02 / 25.02 / 25.10 -> 24.03 /
+// 24.13 / 24.26, 10.66 / 10.56 / 10.72 -> 10.48 / 10.40 / 10.53, 7.31 / 7.20 / 7.36 -> 6.78 / 6.75 / 6.88.
+bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper);
 // kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
 // 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
 // reduce: how split-k blocks sum (weight_only_cluster_blocks: where it cannot run, an inferlab::Error naming why; with
