@@ -6,8 +6,9 @@
 //   int8, int4  weight-only: the packed weight is streamed once and dequantized in registers into the
 //               tensor cores with the bf16 activations, never materialized in HBM: two kernels side by
 //               side (LinearParams::kernel, sim/kernels.h WeightOnlyKernel): mma.sync (weight_only.cu)
-//               and, on Hopper, wgmma (weight_only_sm90.cu) and wgmma_tma (weight_only_sm90_tma.cu: its
-//               ring filled by a TMA producer), the plan choosing by m
+//               and, on Hopper, wgmma (weight_only_sm90.cu), wgmma_tma (weight_only_sm90_tma.cu: its
+//               ring filled by a TMA producer) and, at one token, mma_tma (weight_only_mma_tma.cu: mma.sync
+//               fed by a producer's bulk copies, one block an SM over whole row tiles), the plan choosing by m
 //   sparse24    2:4: the compressed values and their metadata feed the sparse tensor cores directly:
 //               mma.sp (weight_only.cu) and, on Hopper, wgmma.sp (weight_only_sm90_tma.cu), by m
 // Plain C++ header: the weight's host-side packing is kernels/gemm/quant.h.
@@ -54,7 +55,7 @@ struct LinearParams {
 
 // How the weight-only kernels cut the problem (tile choices in one place: sim/kernels.h plan_weight_only).
 struct LinearPlan {
-  WeightOnlyKernel kernel = WeightOnlyKernel::mma;  // resolved: mma, wgmma or wgmma_tma
+  WeightOnlyKernel kernel = WeightOnlyKernel::mma;  // resolved: mma, wgmma, wgmma_tma or mma_tma
   int m_tiles = 1;   // mma: n8 tiles of tokens (m padded to 8, 16, 32 or 64)
   int split_k = 1;   // mma: blocks along k per row tile
   int k_warps = 1;   // mma: warps sharing a 16-row tile along the block's k range (a block: 128 / k_warps rows)
@@ -62,7 +63,7 @@ struct LinearPlan {
   int64_t k_per_block = 0;
   int cluster = 1;   // mma, split_k > 1: the blocks of a cluster that sum a row tile (SplitReduce::cluster), 1: atomics
   int tokens = 0;    // wgmma, wgmma_tma: N of m64nNk16 (m padded to 16, 32 or 64)
-  int64_t ctas = 0;  // wgmma, wgmma_tma: the persistent grid
+  int64_t ctas = 0;  // wgmma, wgmma_tma, mma_tma: the persistent grid
 };
 // compute_capability: 0 asks the current device (whether the wgmma kernel can run there).
 LinearPlan plan_linear(const LinearParams& p, int sm_count, int compute_capability = 0);
