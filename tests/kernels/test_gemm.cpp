@@ -14,6 +14,9 @@
 #include <cstdio>
 #include <map>
 #include <cstring>
+#include <iterator>
+#include <utility>
+#include <vector>
 
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/device_buffer.h"
@@ -102,8 +105,8 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
   run_case(WeightFormat::int4, 1, 528, 1024, 24);
   // int8 at one token with shared tiles and split-k (4 warps a tile, the plain kernel's splits / 4): 14 splits of
   // 17 tiles (the last cut by n), 8 splits of 33.
-  run_case(WeightFormat::int8, 1, 528, 14336, 25);
-  run_case(WeightFormat::int8, 1, 1040, 8192, 26);
+  run_case(WeightFormat::int8, 1, 528, 14336, 25, 0, WeightOnlyKernel::mma);
+  run_case(WeightFormat::int8, 1, 1040, 8192, 26, 0, WeightOnlyKernel::mma);  // (automatic: mma_tma since r1)
   run_case(WeightFormat::int8, 16, 1024, 4096, 6);
   run_case(WeightFormat::sparse24, 64, 4096, 1536, 7);
 }
@@ -112,7 +115,8 @@ TEST(LinearGpu, WeightOnlyFormatsMatchTheReference) {
 // that its largest |x| lands in [2^14, 2^15) (weight_only.cu). One token far outside fp16's range each way, and zero,
 // with 128-column groups whose magnitudes differ by 2^12, on one tile a block, two and four, and shared tiles with
 // split-k (4096 x 14336; an unscaled row would overflow or flush to zero); and the plain kernel (bf16: split-k,
-// several tokens) at the same magnitudes, each token's outputs held to their own norm.
+// several tokens) at the same magnitudes, each token's outputs held to their own norm. The mma kernel named at one
+// token, and the mma_tma kernel (one 2^e for the whole row) again on every one-token case it runs.
 TEST(LinearGpu, Int8ActivationsOutsideFp16RangeKeepTheirPrecision) {
   REQUIRE_GPU();
   const struct {
@@ -121,16 +125,25 @@ TEST(LinearGpu, Int8ActivationsOutsideFp16RangeKeepTheirPrecision) {
   } cases[] = {{1, 528, 1024, 0x1p100f},  {1, 528, 1024, 0x1p-60f}, {1, 528, 2048, 0.f},     {1, 1040, 512, 0x1p40f},
                {1, 1040, 512, 0x1p-40f}, {1, 4096, 4096, 0x1p20f}, {1, 4096, 14336, 0x1p40f}, {5, 1040, 2048, 1.f},
                {8, 256, 4096, 1.f}};
-  for (const auto& c : cases) {
+  std::vector<std::pair<std::size_t, WeightOnlyKernel>> runs;
+  for (std::size_t i = 0; i < std::size(cases); ++i) {
+    runs.push_back({i, cases[i].m == 1 ? WeightOnlyKernel::mma : WeightOnlyKernel::automatic});
+    LinearParams probe;
+    probe.format = WeightFormat::int8, probe.m = cases[i].m, probe.n = cases[i].n, probe.k = cases[i].k;
+    probe.kernel = WeightOnlyKernel::mma_tma;
+    if (error_of([&] { plan_linear(probe, device_sms()); }).empty()) runs.push_back({i, WeightOnlyKernel::mma_tma});
+  }
+  for (const auto& [ci, kernel] : runs) {
+    const auto& c = cases[ci];
     SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
-                 " scale=" + std::to_string(c.scale));
+                 " scale=" + std::to_string(c.scale) + " kernel=" + weight_only_kernel_name(kernel));
     const PackedWeight pw = pack_weight(random_weight(c.n, c.k, 31, 4, 8.f), c.n, c.k, WeightFormat::int8);
     std::vector<float> x = random_activations(c.m, c.k, 32);
     const float token_scale[] = {0x1p40f, 0x1p-40f, 0.f, 1.f, 0x1p20f, 0x1p-20f, 3.f, 0x1p100f};
     for (int64_t r = 0; r < c.m; ++r)
       for (int64_t j = 0; j < c.k; ++j)
         x[r * c.k + j] *= (c.m == 1 ? c.scale : token_scale[r]) * ((j / 128) % 3 == 1 ? 0x1p-12f : 1.f);
-    LinearOperands op(pw, x, c.m, device_sms());
+    LinearOperands op(pw, x, c.m, device_sms(), 0, kernel);
     const std::vector<double> ref = linear_reference(op.x_seen(), c.m, pw);
     op.poison_output();
     linear(op.params(), nullptr);

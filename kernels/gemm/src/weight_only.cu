@@ -39,6 +39,7 @@
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/kernels.h"
 #include "dequant.cuh"
+#include "mma_sync.cuh"
 #include "weight_only.h"
 
 namespace inferlab {
@@ -86,31 +87,6 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {  // read once: ke
 
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t f16x2_bits(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 __device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const uint32_t (&b)[4], uint32_t meta) {
@@ -293,10 +269,7 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   if constexpr (kF16) {
     const int cv0 = (warp % S) * (KB / S) + (warp / S) * (KB / 8);
     uint32_t mx = 0;  // the magnitude bits of bf16 compare as integers
-    for (int i = lane; i < KB / 64; i += 32) {
-      const uint4 v = *reinterpret_cast<const uint4*>(xs + cv0 + i * 8);
-      for (uint32_t w : {v.x, v.y, v.z, v.w}) mx = max(mx, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
-    }
+    for (int i = lane; i < KB / 64; i += 32) mx = bf16x8_max_bits(*reinterpret_cast<const uint4*>(xs + cv0 + i * 8), mx);
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     if constexpr (!kWarpStaged) {  // the slice's other warps' maxima
@@ -304,18 +277,12 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
       __syncthreads();
       for (int w2 = warp % S; w2 < kWarps; w2 += S) mx = max(mx, xmax[w2]);
     }
-    const int e = min(max(141 - int(mx >> 7), -126), 126);  // 14 - the biased exponent (mx >> 7); inf and NaN stay so
-    const float sc = __int_as_float((127 + e) << 23);
-    x_inv = __int_as_float((127 - e) << 23);
+    float sc;
+    fp16_range_scale(mx, sc, x_inv);
     for (int i = lane; i < KB / 64; i += 32) {
       uint4* pv = reinterpret_cast<uint4*>(xs + cv0 + i * 8);
       const uint4 v = *pv;
-      uint4 h;
-      h.x = f16x2_bits(__uint_as_float(v.x << 16) * sc, __uint_as_float(v.x & 0xffff0000u) * sc);
-      h.y = f16x2_bits(__uint_as_float(v.y << 16) * sc, __uint_as_float(v.y & 0xffff0000u) * sc);
-      h.z = f16x2_bits(__uint_as_float(v.z << 16) * sc, __uint_as_float(v.z & 0xffff0000u) * sc);
-      h.w = f16x2_bits(__uint_as_float(v.w << 16) * sc, __uint_as_float(v.w & 0xffff0000u) * sc);
-      *pv = h;
+      *pv = bf16x8_to_f16x8(v, sc);
     }
     if constexpr (kWarpStaged) __syncwarp(); else __syncthreads();
   }
@@ -341,16 +308,7 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     for (int g0 = 0; g0 < KB / S / 128; g0 += 4) {
       const int grp = kw0 / 128 + g0 + lane / 8;
       const bool mine = g0 + lane / 8 < KB / S / 128;
-      float lo = 0.f, hi = 0.f;
-      if (mine) {
-        const uint4* src = reinterpret_cast<const uint4*>(xs + grp * 128 + (lane % 8) * 16);
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const uint4 v = src[j];
-          for (uint32_t w : {v.x, v.y, v.z, v.w}) lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
-        }
-      }
-      float sum = lo + hi;
+      float sum = mine ? bf16x16_sum(reinterpret_cast<const uint4*>(xs + grp * 128 + (lane % 8) * 16)) : 0.f;
 #pragma unroll
       for (int o = 1; o < 8; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       if (mine) xsum[grp * MP + lane % 8] = sum;
@@ -363,14 +321,7 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
     const int groups = KB / 128;
     for (int i = threadIdx.x; i < groups * p.m * 8; i += kThreads) {
       const int part = i % 8, item = i / 8, grp = item / p.m, r = item % p.m;
-      const uint4* src = reinterpret_cast<const uint4*>(xs + xs_index(r, grp * 128 + part * 16, KB));
-      float lo = 0.f, hi = 0.f;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint4 v = src[j];
-        for (uint32_t w : {v.x, v.y, v.z, v.w}) lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
-      }
-      float sum = lo + hi;
+      float sum = bf16x16_sum(reinterpret_cast<const uint4*>(xs + xs_index(r, grp * 128 + part * 16, KB)));
       const unsigned eight = 0xffu << (threadIdx.x & 24);  // the loop's bound is a multiple of 8: all eight run
 #pragma unroll
       for (int o = 1; o < 8; o *= 2) sum += __shfl_xor_sync(eight, sum, o);

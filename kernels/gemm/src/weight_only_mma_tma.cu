@@ -30,6 +30,7 @@
 #include <string>
 
 #include "dequant.cuh"
+#include "mma_sync.cuh"
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/kernels/common/sm90_async.cuh"
@@ -84,31 +85,6 @@ struct Layout {
 };
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(shared_addr(p)));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t f16x2_bits(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
 
 template <WeightFormat F>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -170,48 +146,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kInt4) {
     // Each group's sum of X: eight threads a group, 16 columns each, summed by shuffles.
     for (int i = tid; i < p.k / 128 * 8; i += kConsumers) {
-      const uint4* src = reinterpret_cast<const uint4*>(xs + (i / 8) * 128 + (i % 8) * 16);
-      float lo = 0.f, hi = 0.f;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const uint4 v = src[j];
-        for (uint32_t w : {v.x, v.y, v.z, v.w}) lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
-      }
-      float sum = lo + hi;
+      float sum = bf16x16_sum(reinterpret_cast<const uint4*>(xs + (i / 8) * 128 + (i % 8) * 16));
       const unsigned eight = 0xffu << (tid & 24);  // the bound is a multiple of 8: all eight run
 #pragma unroll
       for (int o = 1; o < 8; o *= 2) sum += __shfl_xor_sync(eight, sum, o);
       if (i % 8 == 0) aux[i / 8] = sum;
     }
   } else {
-    // X's row to fp16 x 2^e, the row's largest |x| in [2^14, 2^15): bf16's 8 significant bits fit fp16's 11, values
-    // below 2^-14 of the scaled range become fp16 subnormals (an error below 2^-39 of the largest), none overflows
-    // (weight_only.cu does the same per slice of k). The products q x 2^e are exact in the fp32 sums; 2^-e leaves
-    // with the channel scale.
-    uint32_t mx = 0;  // bf16 magnitudes compare as integers
-    for (int i = tid; i < p.k / 8; i += kConsumers) {
-      const uint4 v = reinterpret_cast<const uint4*>(xs)[i];
-      for (uint32_t w : {v.x, v.y, v.z, v.w}) mx = max(mx, max(w & 0x7fffu, (w >> 16) & 0x7fffu));
-    }
+    // X's row to fp16 x 2^e, e from the row's largest |x| (mma_sync.cuh; weight_only.cu takes e per slice of k).
+    uint32_t mx = 0;
+    for (int i = tid; i < p.k / 8; i += kConsumers) mx = bf16x8_max_bits(reinterpret_cast<const uint4*>(xs)[i], mx);
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     uint32_t* maxima = reinterpret_cast<uint32_t*>(red);
     if (lane == 0) maxima[warp] = mx;
     consumers_sync();
     for (int w = 0; w < kWarps; ++w) mx = max(mx, maxima[w]);
-    const int e = min(max(141 - int(mx >> 7), -126), 126);  // 14 - the biased exponent; inf and NaN stay so
-    const float sc = __int_as_float((127 + e) << 23);
-    x_inv = __int_as_float((127 - e) << 23);
+    float sc;
+    fp16_range_scale(mx, sc, x_inv);
     consumers_sync();  // every warp has read the maxima before the tile sums reuse the space
     for (int i = tid; i < p.k / 8; i += kConsumers) {
       uint4* pv = reinterpret_cast<uint4*>(xs) + i;
       const uint4 v = *pv;
-      uint4 h;
-      h.x = f16x2_bits(__uint_as_float(v.x << 16) * sc, __uint_as_float(v.x & 0xffff0000u) * sc);
-      h.y = f16x2_bits(__uint_as_float(v.y << 16) * sc, __uint_as_float(v.y & 0xffff0000u) * sc);
-      h.z = f16x2_bits(__uint_as_float(v.z << 16) * sc, __uint_as_float(v.z & 0xffff0000u) * sc);
-      h.w = f16x2_bits(__uint_as_float(v.w << 16) * sc, __uint_as_float(v.w & 0xffff0000u) * sc);
-      *pv = h;
+      *pv = bf16x8_to_f16x8(v, sc);
     }
   }
   consumers_sync();  // X (converted), its group sums and the channel scales are the block's
