@@ -297,8 +297,8 @@ struct WeightOnlyPlan {
 constexpr int kMmaTmaStageChunks = 32;
 constexpr int kMmaTmaConsumerWarps = 16;
 constexpr int kMmaTmaStages = 8;
-constexpr int64_t kMmaTmaMaxK = 16384;
-constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (weight_only_mma_tma_automatic)  // X's row (bf16) in shared memory beside the ring
+constexpr int64_t kMmaTmaMaxK = 16384;   // X's row (bf16) in shared memory beside the ring
+constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (weight_only_mma_tma_automatic)
 // Its shared memory for k columns and at most max_tiles 16-row tiles a block.
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles);
 // Why the mma_tma kernel cannot run m tokens of an n x k weight in format f ("" where it can).
