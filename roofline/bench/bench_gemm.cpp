@@ -105,15 +105,15 @@ int main(int argc, char** argv) {
                 ->Unit(benchmark::kMicrosecond);
           }
   // The weight-only kernels side by side with the plan's choice (LinearParams::kernel):
-  // linear/<f>/n<n>xk<k>/m<m>/kernel:<mma|wgmma|wgmma_tma|mma_tma> at m = 1, 8, 16, 32, 64 (mma_tma: m = 1) (a kernel that cannot run here
+  // linear/<f>/n<n>xk<k>/m<m>/kernel:<mma|wgmma|wgmma_tma|mma_tma> at m = 1, 4, 8, 16, 32, 64 (mma_tma: int8 at m = 1, int4 to 16) (a kernel that cannot run here
   // is a skipped row).
   for (const auto& sh : shapes)
-    for (int64_t m : {1, 8, 16, 32, 64})
+    for (int64_t m : {1, 4, 8, 16, 32, 64})
       for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
         for (WeightOnlyKernel kernel : {WeightOnlyKernel::mma, WeightOnlyKernel::wgmma, WeightOnlyKernel::wgmma_tma,
                                         WeightOnlyKernel::mma_tma}) {
           if (f == WeightFormat::sparse24 && kernel == WeightOnlyKernel::wgmma) continue;  // 2:4: mma, wgmma_tma
-          if (kernel == WeightOnlyKernel::mma_tma && (m != 1 || f == WeightFormat::sparse24)) continue;  // int8, int4, m = 1
+          if (kernel == WeightOnlyKernel::mma_tma && (m > 16 || f == WeightFormat::sparse24)) continue;  // int8 m = 1, int4 to 16
           const LinearShape s{m, sh[0], sh[1]};
           const std::string name = "linear/" + weight_format_name(f) + "/n" + std::to_string(sh[0]) + "xk" +
                                    std::to_string(sh[1]) + "/m" + std::to_string(m) + "/kernel:" + weight_only_kernel_name(kernel);

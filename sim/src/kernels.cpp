@@ -578,6 +578,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.k_per_block = k;
     plan.stages = kMmaTmaStages;
     plan.units = plan.row_tiles * (k / (f == WeightFormat::int4 ? 64 : 32) / kMmaTmaStageChunks);  // stages in all
+    plan.m_tiles = int(weight_only_mma_tma_token_tiles(m));
     return plan;
   }
   plan.row_tiles = ceil_div(n, kBlockRows);
@@ -675,29 +676,39 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   return plan;
 }
 
-int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles) {
+int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m) {
   const bool int4 = f == WeightFormat::int4;
   const int64_t ring = kMmaTmaStages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
+  if (m > 1) {  // the ring, the warps' tile sums [2][warps][tokens][16 rows] and X's group sums [warps][groups][tokens]
+                // (fp32, 8 tokens an n8 tile), the ring's mbarriers
+    const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m);
+    return ring + (2 * 16 + kMmaTmaMaxGroupTiles) * kMmaTmaConsumerWarps * tokens * 4 + 2 * kMmaTmaStages * 8;
+  }
   const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
   return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * kMmaTmaStages + 2) * 8;
 }
 
 bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper) {
   (void)sm_count;
-  return weight_only_mma_tma_refusal(f, m, n, k, hopper).empty() && n / 16 >= kMmaTmaMinTiles;
+  return m == 1 && weight_only_mma_tma_refusal(f, m, n, k, hopper).empty() && n / 16 >= kMmaTmaMinTiles;
 }
 
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper) {
   if (f != WeightFormat::int4 && f != WeightFormat::int8)
     return "serves int8 and int4 (" + weight_format_name(f) + " runs on the mma kernel or the wgmma_tma kernel)";
   if (!hopper) return "needs a Hopper GPU (compute capability 9.0) and a build for it";
-  if (m != 1) return "serves one token (" + std::to_string(m) + " asked)";
+  if (m < 1 || m > 16) return "serves 1 to 16 tokens (" + std::to_string(m) + " asked)";
+  if (m > 1 && f != WeightFormat::int4) return "serves int8 at one token (" + std::to_string(m) + " asked)";
   if (n % 16 != 0) return "takes whole 16-row tiles: n must be a multiple of 16 (" + std::to_string(n) + ")";
   const int64_t stage_cols = kMmaTmaStageChunks * (f == WeightFormat::int4 ? 64 : 32);
   if (k % stage_cols != 0)
     return "streams stages of " + std::to_string(stage_cols) + " columns: k must be a multiple of it (" +
            std::to_string(k) + ")";
   if (k > kMmaTmaMaxK) return "holds X's row in shared memory: k at most " + std::to_string(kMmaTmaMaxK);
+  const int64_t tiles = weight_only_mma_tma_token_tiles(m), most = kMmaTmaMaxGroupTiles / tiles * stage_cols;
+  if (m > 1 && k > most)
+    return "holds X's fragments in registers: k at most " + std::to_string(most) + " at " + std::to_string(m) +
+           " tokens (" + std::to_string(k) + ")";
   return "";
 }
 

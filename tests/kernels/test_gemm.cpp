@@ -322,8 +322,25 @@ TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
     run_case(f, 1, 14336, 4096, 32, 0, WeightOnlyKernel::mma_tma);
     run_case(f, 1, 4096, 14336, 33, 0, WeightOnlyKernel::mma_tma);
   }
-  probe.m = 2;
-  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("serves one token"), std::string::npos);
+  // int4 at 2 to 16 tokens (X's fragments in registers): fresh token counts over one and two n8 tiles, every k it
+  // takes (2048 to 8192 columns at 2-8 tokens, to 4096 at 9-16), tokens past m in a tile, the layer shapes.
+  for (int i = 0; i < 6; ++i) {
+    const int64_t m = 2 + int64_t(rng.next() % (i < 3 ? 7 : 15));
+    const int64_t k = 2048 * (1 + int64_t(rng.next() % (m <= 8 ? 4 : 2)));
+    const int64_t n = 16 * (1 + int64_t(rng.next() % (i % 2 == 0 ? 40 : 700)));
+    run_case(WeightFormat::int4, m, n, k, rng.next(), 0, WeightOnlyKernel::mma_tma);
+  }
+  run_case(WeightFormat::int4, 8, 16, 8192, 34, 0, WeightOnlyKernel::mma_tma);  // one block, 4 groups a warp
+  run_case(WeightFormat::int4, 16, 14336, 4096, 35, 0, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 9, 4096, 4096, 36, 0, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 2, 1024, 4096, 37, 0, WeightOnlyKernel::mma_tma);
+  probe.m = 17;
+  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("serves 1 to 16 tokens"), std::string::npos);
+  probe.m = 9, probe.k = 6144;
+  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("in registers"), std::string::npos);
+  probe.m = 2, probe.k = 2048, probe.format = WeightFormat::int8;
+  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("int8 at one token"), std::string::npos);
+  probe.format = WeightFormat::int4;
   probe.m = 1, probe.k = 1024;
   EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("multiple of"), std::string::npos);
   probe.k = 2048, probe.format = WeightFormat::sparse24;

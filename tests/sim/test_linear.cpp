@@ -451,7 +451,18 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   auto refusal = [](WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper = true) {
     return error_of([&] { plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::mma_tma, hopper); });
   };
-  EXPECT_NE(refusal(WeightFormat::int4, 2, 4096, 4096).find("one token"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 17, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 0, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int8, 2, 4096, 4096).find("int8 at one token"), std::string::npos);
+  // 2 to 16 tokens (int4): X's fragments in registers, groups x n8 tiles at most 4.
+  EXPECT_EQ(refusal(WeightFormat::int4, 2, 4096, 8192), "");
+  EXPECT_EQ(refusal(WeightFormat::int4, 8, 4096, 8192), "");
+  EXPECT_EQ(refusal(WeightFormat::int4, 16, 14336, 4096), "");
+  EXPECT_NE(refusal(WeightFormat::int4, 8, 4096, 10240).find("k at most 8192 at 8 tokens"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 9, 4096, 6144).find("k at most 4096 at 9 tokens"), std::string::npos);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::mma_tma).m_tiles, 2);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 14336, 4096, 132, WeightOnlyKernel::mma_tma).m_tiles, 1);
+  EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 0, 16), 227 << 10);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 4096, false).find("Hopper"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4104, 4096).find("multiple of 16"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 5120).find("multiple of it"), std::string::npos);

@@ -60,11 +60,11 @@ constexpr int kSideBytes = 16 * 16 * 4;             // int4: the stage's scales,
 static_assert(kWarpChunks == 2, "a warp's two chunks of a stage are one int4 group");
 
 struct RingParams {
-  const __nv_bfloat16* x;  // [1, k]
+  const __nv_bfloat16* x;  // [m, k]
   const uint4* w;          // packed chunks [n/16][k/C] of 512 bytes (quant.h)
   const float* channel;    // int8: the channel scales [n]
-  __nv_bfloat16* y;        // [1, n]
-  int n, k;
+  __nv_bfloat16* y;        // [m, n]
+  int m, n, k;
   int tiles, blocks;       // 16-row tiles; block b takes [b·tiles/blocks, (b+1)·tiles/blocks)
 };
 
@@ -243,13 +243,177 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// 2 to 16 tokens, int4 (weight_only_mma_tma_tokens_kernel): the ring, the producer and the grid above; X's fragments in
+// registers instead of shared memory. A warp takes chunks 2w and 2w + 1 of every stage, and a tile's stages are whole
+// (k / 2048 = PT of them), so a warp meets the same PT int4 groups of X in every tile: their B fragments (the tokens
+// the n8 tiles' columns: lane (g, t) holds token g's columns 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step) are loaded
+// once from global memory into PT x 32 x NT registers, with each group's sum of X per token (the zero point's fold).
+// Nothing of X goes through the producer's copies or shared memory. A tile's sums: every warp leaves its 16 rows x 8NT
+// tokens in shared memory, one barrier, and 16 x 8NT consumer threads add the 16 warps' values in a fixed order.
+struct TokensLayout {
+  int side, red, bars, bytes;
+  __host__ __device__ explicit TokensLayout(int nt) {
+    side = kS * kStageBytes;
+    red = side + kS * kSideBytes;
+    bars = red + 2 * kWarps * 16 * 8 * nt * 4 + kWarps * 4 * 8 * nt * 4;  // + X's group sums [warp][4 groups][8·nt]
+    bytes = bars + 2 * kS * 8;
+  }
+};
+
+template <int NT, int PT>
+__global__ void __launch_bounds__(kThreads, 1)
+    weight_only_mma_tma_tokens_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int T = 8 * NT;  // token columns
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int t_begin = int(int64_t(blockIdx.x) * p.tiles / p.blocks);
+  const int tiles = int(int64_t(blockIdx.x + 1) * p.tiles / p.blocks) - t_begin;
+  const TokensLayout L(NT);
+  const uint4* ws = reinterpret_cast<const uint4*>(smem);
+  const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
+  float* red = reinterpret_cast<float*>(smem + L.red);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bars);
+  uint64_t* empty = full + kS;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  if (tid == 0) {
+    for (int s = 0; s < kS; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kWarps);
+    }
+    sm90::fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (warp == kWarps) {  // the producer: the weight and its scales only
+    if (lane != 0) return;
+    const uint64_t policy = evict_first_policy();
+    const uint4* src = p.w + int64_t(t_begin) * (p.k / 64) * 32;
+    const int stages = tiles * PT;
+#pragma unroll 1
+    for (int s = 0, slot = 0; s < stages; ++s) {
+      if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
+      mbar_expect_tx(&full[slot], uint32_t(kStageBytes + kSideBytes));
+      bulk_load(smem + slot * kStageBytes, src + int64_t(s) * (kStageBytes / 16), kStageBytes, &full[slot], policy);
+      tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, (t_begin + s / PT) * 16, (s % PT) * 16, &full[slot]);
+      if (++slot == kS) slot = 0;
+    }
+    return;
+  }
+
+  // X's B fragments for the warp's PT groups: [group j][chunk h][k16 step][n8 tile][b0, b1]; tokens past m are zero.
+  uint32_t xf[PT][2][4][NT][2];
+  float* xsum = red + 2 * kWarps * 16 * T;  // [warp][group j][token]: each of the warp's groups' sum of X a token
+  {
+    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(p.x);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int tok = nt * 8 + g;
+      const bool live = tok < p.m;
+      const uint32_t* row = x32 + (int64_t(live ? tok : 0) * p.k + warp * 128 + 2 * t) / 2;
+#pragma unroll
+      for (int j = 0; j < PT; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              xf[j][h][ks][nt][e] = live ? __ldg(row + (j * 2048 + h * 64 + ks * 16 + e * 8) / 2) : 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < PT; ++j)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        float lo = 0.f, hi = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const uint32_t w = xf[j][h][ks][nt][e];
+              lo += __uint_as_float(w << 16), hi += __uint_as_float(w & 0xffff0000u);
+            }
+        float sum = lo + hi;  // token nt·8 + g's columns in lane (g, t); the quad's four hold the group
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (t == 0) xsum[(warp * PT + j) * T + nt * 8 + g] = sum;
+      }
+    __syncwarp();  // the warp's own sums, read back by its lanes in the fold
+  }
+
+  // acc[nt]: rows (g, g + 8) x tokens (nt·8 + 2t, + 1) of the tile.
+  float acc[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  int slot = 0, phase = 0;
+#pragma unroll 1
+  for (int tile = 0; tile < tiles; ++tile) {
+#pragma unroll
+    for (int j = 0; j < PT; ++j) {
+      mbar_wait(&full[slot], phase);
+      const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
+      const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
+      float ga[NT][4];  // the group's sums of (128 + q) x
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) ga[nt][0] = ga[nt][1] = ga[nt][2] = ga[nt][3] = 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 cur = wl[32 * h];
+        const uint32_t words[4] = {cur.x, cur.y, cur.z, cur.w};
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint32_t w = words[ks];
+          const uint32_t a[4] = {lop3_and_or(w, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u),
+                                 lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)};
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_bf16(ga[nt], a, xf[j][h][ks][nt][0], xf[j][h][ks][nt][1]);
+        }
+      }
+      // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z).
+      const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
+      const float z0 = s0 * __uint_as_float(sz0 & 0xffff0000u), z1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const float2 xg = *reinterpret_cast<const float2*>(xsum + (warp * PT + j) * T + nt * 8 + 2 * t);
+        acc[nt][0] += s0 * ga[nt][0] - z0 * xg.x;
+        acc[nt][1] += s0 * ga[nt][1] - z0 * xg.y;
+        acc[nt][2] += s1 * ga[nt][2] - z1 * xg.x;
+        acc[nt][3] += s1 * ga[nt][3] - z1 * xg.y;
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
+      if (++slot == kS) slot = 0, phase ^= 1;
+    }
+    // The tile's sums: [warp][token][row] in one of two buffers (the other's readers, two tiles back, passed the
+    // barrier before this one), then thread i < 16·T adds output (token i / 16, row i % 16) over the warps in order.
+    float* r = red + (tile & 1) * kWarps * 16 * T;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      float* rw = r + warp * 16 * T + (nt * 8 + 2 * t) * 16;
+      rw[g] = acc[nt][0], rw[16 + g] = acc[nt][1], rw[g + 8] = acc[nt][2], rw[16 + g + 8] = acc[nt][3];
+      acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    }
+    consumers_sync();
+    if (tid < 16 * T && tid / 16 < p.m) {
+      float v = 0.f;
+      for (int w = 0; w < kWarps; ++w) v += r[w * 16 * T + tid];
+      p.y[int64_t(tid / 16) * p.n + (t_begin + tile) * 16 + tid % 16] = __float2bfloat16_rn(v);
+    }
+  }
+#else
+  __trap();  // built for a GPU without sm_90a: the plan never selects this kernel there
+#endif
+}
+
 template <WeightFormat F>
 void launch(RingParams rp, const void* scales, cudaStream_t stream) {
   constexpr bool kInt4 = F == WeightFormat::int4;
   auto kernel = weight_only_mma_tma_kernel<F>;
   const int max_tiles = (rp.tiles + rp.blocks - 1) / rp.blocks;
   const Layout L(kInt4, rp.k, max_tiles);
-  if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(F, rp.k, max_tiles))
+  if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(F, rp.k, max_tiles, 1))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;
   attr.ensure(kernel, L.bytes, "linear (weight-only mma_tma)");
@@ -268,6 +432,24 @@ void launch(RingParams rp, const void* scales, cudaStream_t stream) {
   INFERLAB_CHECK_LAUNCH();
 }
 
+// int4 at 2 to 16 tokens: NT n8 tiles of tokens, PT stages (2048 columns) a tile.
+template <int NT, int PT>
+void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream) {
+  auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT>;
+  const TokensLayout L(NT);
+  if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, 0, rp.m))
+    throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
+  static KernelSmem attr;
+  attr.ensure(kernel, L.bytes, "linear (weight-only mma_tma)");
+  const uint64_t dims[2] = {uint64_t(rp.n), uint64_t(rp.k / 128)};
+  const uint64_t strides[1] = {uint64_t(rp.n) * 4};
+  const uint32_t box[2] = {16, 16};
+  const CUtensorMap map_s = make_tensor_map("linear (weight-only mma_tma)", scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2,
+                                            dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
+  kernel<<<unsigned(rp.blocks), kThreads, L.bytes, stream>>>(rp, map_s);
+  INFERLAB_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, cudaStream_t stream) {
@@ -275,10 +457,22 @@ void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, c
   rp.x = static_cast<const __nv_bfloat16*>(p.x);
   rp.w = static_cast<const uint4*>(p.w);
   rp.y = static_cast<__nv_bfloat16*>(p.y);
+  rp.m = int(p.m);
   rp.n = int(p.n);
   rp.k = int(p.k);
   rp.tiles = int(p.n / 16);
   rp.blocks = int(plan.ctas);
+  if (p.m > 1) {  // int4 (sim/kernels.h weight_only_mma_tma_refusal): the tiles of tokens and the stages a tile
+    const int nt = int(weight_only_mma_tma_token_tiles(p.m)), pt = int(p.k / 2048);
+    if (p.format != WeightFormat::int4 || nt * pt > kMmaTmaMaxGroupTiles)
+      throw Error("linear (weight-only mma_tma): the plan passed a shape the kernel does not take");
+    if (nt == 1 && pt == 1) return launch_tokens<1, 1>(rp, p.scales, stream);
+    if (nt == 1 && pt == 2) return launch_tokens<1, 2>(rp, p.scales, stream);
+    if (nt == 1 && pt == 3) return launch_tokens<1, 3>(rp, p.scales, stream);
+    if (nt == 1 && pt == 4) return launch_tokens<1, 4>(rp, p.scales, stream);
+    if (nt == 2 && pt == 1) return launch_tokens<2, 1>(rp, p.scales, stream);
+    return launch_tokens<2, 2>(rp, p.scales, stream);
+  }
   switch (p.format) {
     case WeightFormat::int4: return launch<WeightFormat::int4>(rp, p.scales, stream);
     case WeightFormat::int8: return launch<WeightFormat::int8>(rp, p.scales, stream);

@@ -299,8 +299,13 @@ constexpr int kMmaTmaConsumerWarps = 16;
 constexpr int kMmaTmaStages = 8;
 constexpr int64_t kMmaTmaMaxK = 16384;   // X's row (bf16) in shared memory beside the ring
 constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (weight_only_mma_tma_automatic)
-// Its shared memory for k columns and at most max_tiles 16-row tiles a block.
-int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles);
+// At 2 to 16 tokens (int4): the tokens in n8 tiles (B's columns), X's B fragments held in registers for the warp's
+// k / 2048 groups (32 registers a group and n8 tile), so groups x tiles at most kMmaTmaMaxGroupTiles (64 registers of
+// X beside the loop's, at 120 a thread for 17 warps).
+constexpr int64_t weight_only_mma_tma_token_tiles(int64_t m) { return m <= 8 ? 1 : 2; }
+constexpr int64_t kMmaTmaMaxGroupTiles = 4;
+// Its shared memory for k columns, at most max_tiles 16-row tiles a block and m tokens.
+int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m = 1);
 // Why the mma_tma kernel cannot run m tokens of an n x k weight in format f ("" where it can).
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper);
 // automatic: the mma_tma kernel at one token wherever it can run with at least kMmaTmaMinTiles 16-row tiles (the fewest
