@@ -570,12 +570,23 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     if (!why.empty()) throw Error("linear: the mma_tma weight-only kernel " + why);
     weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);  // its refusal of a named reduce
     if (split_k != 0) throw Error("linear: split_k applies to the mma weight-only kernel (mma_tma plans its own grid)");
-    // One block an SM, each with an equal contiguous share of the 16-row tiles.
+    // One block an SM, each with an equal contiguous share of the 16-row tiles (2 to 16 tokens: a cluster of split
+    // blocks along k each share).
     plan.row_tiles = n / 16;
     plan.ctas = std::min<int64_t>(plan.row_tiles, sm_count);
+    if (m > 1) {
+      plan.cluster = int(weight_only_mma_tma_split(m, k));
+      const int64_t clusters = std::min<int64_t>(plan.row_tiles, std::max<int64_t>(1, sm_count / plan.cluster));
+      plan.ctas = clusters * plan.cluster;
+      const int64_t smem =
+          weight_only_mma_tma_smem_bytes(f, k, ceil_div(plan.row_tiles, clusters), m, plan.cluster);
+      if (smem > (227 << 10))
+        throw Error("linear: the mma_tma weight-only kernel's cluster sums of " + std::to_string(plan.row_tiles) +
+                    " row tiles do not fit a block's shared memory (" + std::to_string(smem) + " bytes)");
+    }
     plan.blocks_per_sm = 1;
     plan.k_warps = kMmaTmaConsumerWarps;
-    plan.k_per_block = k;
+    plan.k_per_block = k / plan.cluster;
     plan.stages = kMmaTmaStages;
     plan.units = plan.row_tiles * (k / (f == WeightFormat::int4 ? 64 : 32) / kMmaTmaStageChunks);  // stages in all
     plan.m_tiles = int(weight_only_mma_tma_token_tiles(m));
@@ -676,13 +687,21 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   return plan;
 }
 
-int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m) {
+int64_t weight_only_mma_tma_split(int64_t m, int64_t k) {
+  const int64_t stages = k / 2048, tiles = weight_only_mma_tma_token_tiles(m);
+  for (int64_t c = 1; c <= 8; c *= 2)
+    if (stages % c == 0 && stages / c * tiles <= kMmaTmaMaxGroupTiles) return c;
+  return 0;
+}
+
+int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m, int64_t split) {
   const bool int4 = f == WeightFormat::int4;
   const int64_t ring = kMmaTmaStages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
-  if (m > 1) {  // the ring, the warps' tile sums [2][warps][tokens][16 rows] and X's group sums [warps][groups][tokens]
-                // (fp32, 8 tokens an n8 tile), the ring's mbarriers
+  if (m > 1) {  // the ring; the warps' tile sums [2][warps][16 tokens][16 rows] (also X's staging); X's group sums
+                // [warps][4][16 tokens]; split > 1: the cluster's tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
     const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m);
-    return ring + (2 * 16 + kMmaTmaMaxGroupTiles) * kMmaTmaConsumerWarps * tokens * 4 + 2 * kMmaTmaStages * 8;
+    return ring + (2 * 16 * 16 + 4 * 16) * kMmaTmaConsumerWarps * 4 + (split > 1 ? max_tiles * 16 * tokens * 4 : 0) +
+           2 * kMmaTmaStages * 8;
   }
   const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
   return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * kMmaTmaStages + 2) * 8;
@@ -705,9 +724,9 @@ std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, in
     return "streams stages of " + std::to_string(stage_cols) + " columns: k must be a multiple of it (" +
            std::to_string(k) + ")";
   if (k > kMmaTmaMaxK) return "holds X's row in shared memory: k at most " + std::to_string(kMmaTmaMaxK);
-  const int64_t tiles = weight_only_mma_tma_token_tiles(m), most = kMmaTmaMaxGroupTiles / tiles * stage_cols;
-  if (m > 1 && k > most)
-    return "holds X's fragments in registers: k at most " + std::to_string(most) + " at " + std::to_string(m) +
+  if (m > 1 && weight_only_mma_tma_split(m, k) == 0)
+    return "holds X's fragments in registers: k / 2048 must split over 1, 2, 4 or 8 blocks into groups of at most " +
+           std::to_string(kMmaTmaMaxGroupTiles / weight_only_mma_tma_token_tiles(m)) + " at " + std::to_string(m) +
            " tokens (" + std::to_string(k) + ")";
   return "";
 }

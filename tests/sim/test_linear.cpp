@@ -454,15 +454,30 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_NE(refusal(WeightFormat::int4, 17, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 0, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int8, 2, 4096, 4096).find("int8 at one token"), std::string::npos);
-  // 2 to 16 tokens (int4): X's fragments in registers, groups x n8 tiles at most 4.
+  // 2 to 16 tokens (int4): X's fragments in registers, groups x n8 tiles at most 2 a block, k split over a cluster of
+  // 1, 2, 4 or 8 blocks beyond.
   EXPECT_EQ(refusal(WeightFormat::int4, 2, 4096, 8192), "");
-  EXPECT_EQ(refusal(WeightFormat::int4, 8, 4096, 8192), "");
   EXPECT_EQ(refusal(WeightFormat::int4, 16, 14336, 4096), "");
-  EXPECT_NE(refusal(WeightFormat::int4, 8, 4096, 10240).find("k at most 8192 at 8 tokens"), std::string::npos);
-  EXPECT_NE(refusal(WeightFormat::int4, 9, 4096, 6144).find("k at most 4096 at 9 tokens"), std::string::npos);
-  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::mma_tma).m_tiles, 2);
-  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 14336, 4096, 132, WeightOnlyKernel::mma_tma).m_tiles, 1);
-  EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 0, 16), 227 << 10);
+  EXPECT_EQ(refusal(WeightFormat::int4, 16, 4096, 16384), "");
+  EXPECT_NE(refusal(WeightFormat::int4, 8, 4096, 6144).find("in registers"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 16, 4096, 14336).find("in registers"), std::string::npos);
+  EXPECT_EQ(weight_only_mma_tma_split(8, 4096), 1);
+  EXPECT_EQ(weight_only_mma_tma_split(8, 8192), 2);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 4096), 2);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 16384), 8);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 14336), 0);
+  const WeightOnlyPlan t16 = plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(t16.m_tiles, 2);
+  EXPECT_EQ(t16.cluster, 2);
+  EXPECT_EQ(t16.ctas, 132);
+  EXPECT_EQ(t16.k_per_block, 2048);
+  const WeightOnlyPlan t8 = plan_weight_only(WeightFormat::int4, 8, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(t8.m_tiles, 1);
+  EXPECT_EQ(t8.cluster, 1);
+  EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 14, 16, 2), 227 << 10);
+  EXPECT_NE(error_of([&] { plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 4096, 132, WeightOnlyKernel::mma_tma); })
+                .find("do not fit"),
+            std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 4096, false).find("Hopper"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4104, 4096).find("multiple of 16"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 5120).find("multiple of it"), std::string::npos);

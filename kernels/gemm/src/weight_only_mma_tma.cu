@@ -66,6 +66,8 @@ struct RingParams {
   __nv_bfloat16* y;        // [m, n]
   int m, n, k;
   int tiles, blocks;       // 16-row tiles; block b takes [b·tiles/blocks, (b+1)·tiles/blocks)
+  int split;               // 2 to 16 tokens: blocks a cluster along k (the cluster c of blocks / split takes tiles
+                           // [c·tiles/clusters, (c+1)·tiles/clusters))
 };
 
 // The block's shared memory, one layout for the kernel and the launcher (its size is sim/kernels.h
@@ -244,21 +246,44 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // 2 to 16 tokens, int4 (weight_only_mma_tma_tokens_kernel): the ring, the producer and the grid above; X's fragments in
-// registers instead of shared memory. A warp takes chunks 2w and 2w + 1 of every stage, and a tile's stages are whole
-// (k / 2048 = PT of them), so a warp meets the same PT int4 groups of X in every tile: their B fragments (the tokens
-// the n8 tiles' columns: lane (g, t) holds token g's columns 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step) are loaded
-// once from global memory into PT x 32 x NT registers, with each group's sum of X per token (the zero point's fold).
-// Nothing of X goes through the producer's copies or shared memory. A tile's sums: every warp leaves its 16 rows x 8NT
-// tokens in shared memory, one barrier, and 16 x 8NT consumer threads add the 16 warps' values in a fixed order.
+// registers instead of shared memory. A warp takes chunks 2w and 2w + 1 of every stage, and a block's stages of a tile
+// are whole (PT of them), so a warp meets the same PT int4 groups of X in every tile: their B fragments (the tokens the
+// n8 tiles' columns: lane (g, t) holds token g's columns 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step) are loaded once,
+// PT x 32 x NT registers, with each group's sum of X per token (the zero point's fold). A piece of X (8 tokens x a
+// group) comes in by coalesced 16-byte loads into the warp's own 2 KB of shared memory (XOR-swizzled rows) and out by
+// ldmatrix. Where k / 2048 x NT exceeds what the registers hold (sim/kernels.h weight_only_mma_tma_split), k is split
+// over a cluster of `split` blocks that take the same tiles, each its 1/split of every tile's stages and of X: after the
+// last tile each block adds its share of the tiles from every block's shared memory in rank order.
+// A tile's sums: every warp leaves its 16 rows x 8NT tokens in shared memory, one barrier, and 16 x 8NT consumer threads
+// add the 16 warps' values in a fixed order.
+constexpr int kTokRed = 2 * kWarps * 16 * 16;  // floats: the warps' tile sums, two buffers (also X's staging, 2 KB a warp)
 struct TokensLayout {
-  int side, red, bars, bytes;
-  __host__ __device__ explicit TokensLayout(int nt) {
+  int side, red, xsum, part, bars, bytes;
+  __host__ __device__ TokensLayout(int nt, int max_tiles, int split) {
     side = kS * kStageBytes;
     red = side + kS * kSideBytes;
-    bars = red + 2 * kWarps * 16 * 8 * nt * 4 + kWarps * 4 * 8 * nt * 4;  // + X's group sums [warp][4 groups][8·nt]
+    xsum = red + kTokRed * 4;
+    part = xsum + kWarps * 4 * 16 * 4;  // [warp][4 groups][16 tokens]
+    bars = part + (split > 1 ? max_tiles * 16 * 8 * nt * 4 : 0);
     bytes = bars + 2 * kS * 8;
   }
 };
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ float ld_cluster_f32(const void* p, uint32_t rank) {
+  uint32_t a;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(shared_addr(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
 
 template <int NT, int PT>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -266,12 +291,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
   extern __shared__ __align__(128) unsigned char smem[];
-  const int t_begin = int(int64_t(blockIdx.x) * p.tiles / p.blocks);
-  const int tiles = int(int64_t(blockIdx.x + 1) * p.tiles / p.blocks) - t_begin;
-  const TokensLayout L(NT);
+  const int split = p.split, rank = split > 1 ? int(cluster_rank()) : 0;
+  const int clusters = p.blocks / split, cluster = blockIdx.x / split;
+  const int t_begin = int(int64_t(cluster) * p.tiles / clusters);
+  const int tiles = int(int64_t(cluster + 1) * p.tiles / clusters) - t_begin;
+  const int max_tiles = (p.tiles + clusters - 1) / clusters;
+  const TokensLayout L(NT, max_tiles, split);
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
   const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
   float* red = reinterpret_cast<float*>(smem + L.red);
+  float* xsum = reinterpret_cast<float*>(smem + L.xsum);  // [warp][group j][token]
+  float* part = reinterpret_cast<float*>(smem + L.part);  // split > 1: [tile][token][row], the block's share of k
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bars);
   uint64_t* empty = full + kS;
 
@@ -285,41 +315,63 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  if (warp == kWarps) {  // the producer: the weight and its scales only
-    if (lane != 0) return;
-    const uint64_t policy = evict_first_policy();
-    const uint4* src = p.w + int64_t(t_begin) * (p.k / 64) * 32;
-    const int stages = tiles * PT;
+  if (warp == kWarps) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
+    if (lane == 0) {
+      const uint64_t policy = evict_first_policy();
+      const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·32, (rank + 1)·PT·32)
+      const int stages = tiles * PT;
 #pragma unroll 1
-    for (int s = 0, slot = 0; s < stages; ++s) {
-      if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
-      mbar_expect_tx(&full[slot], uint32_t(kStageBytes + kSideBytes));
-      bulk_load(smem + slot * kStageBytes, src + int64_t(s) * (kStageBytes / 16), kStageBytes, &full[slot], policy);
-      tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, (t_begin + s / PT) * 16, (s % PT) * 16, &full[slot]);
-      if (++slot == kS) slot = 0;
+      for (int s = 0, slot = 0; s < stages; ++s) {
+        if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
+        const int tile = t_begin + s / PT, j = rank * PT + s % PT;
+        mbar_expect_tx(&full[slot], uint32_t(kStageBytes + kSideBytes));
+        bulk_load(smem + slot * kStageBytes, p.w + (tile * tile_chunks + j * kStageChunks) * 32, kStageBytes,
+                  &full[slot], policy);
+        tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, tile * 16, j * 16, &full[slot]);
+        if (++slot == kS) slot = 0;
+      }
     }
-    return;
-  }
-
-  // X's B fragments for the warp's PT groups: [group j][chunk h][k16 step][n8 tile][b0, b1]; tokens past m are zero.
-  uint32_t xf[PT][2][4][NT][2];
-  float* xsum = red + 2 * kWarps * 16 * T;  // [warp][group j][token]: each of the warp's groups' sum of X a token
-  {
-    const uint32_t* x32 = reinterpret_cast<const uint32_t*>(p.x);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int tok = nt * 8 + g;
-      const bool live = tok < p.m;
-      const uint32_t* row = x32 + (int64_t(live ? tok : 0) * p.k + warp * 128 + 2 * t) / 2;
+    __syncwarp();
+  } else {
+    // X's B fragments for the warp's PT groups: [group j][chunk h][k16 step][n8 tile][b0, b1]; tokens past m are zero.
+    uint32_t xf[PT][2][4][NT][2];
+    {
+      uint4 v[PT][NT][4];  // every piece's loads first: lane l takes 16-byte chunks l + 32i, row (l + 32i) / 16
 #pragma unroll
       for (int j = 0; j < PT; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int ks = 0; ks < 4; ++ks)
+          for (int i = 0; i < 4; ++i) {
+            const int q = lane + 32 * i, tok = nt * 8 + q / 16;
+            v[j][nt][i] = tok < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t(tok) * p.k +
+                                                                           (rank * PT + j) * 2048 + warp * 128) +
+                                            q % 16)
+                                    : make_uint4(0, 0, 0, 0);
+          }
+      unsigned char* stage = reinterpret_cast<unsigned char*>(red) + warp * 2048;  // 8 rows of 256 bytes
 #pragma unroll
-            for (int e = 0; e < 2; ++e)
-              xf[j][h][ks][nt][e] = live ? __ldg(row + (j * 2048 + h * 64 + ks * 16 + e * 8) / 2) : 0u;
+      for (int j = 0; j < PT; ++j)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int q = lane + 32 * i, r = q / 16;
+            *reinterpret_cast<uint4*>(stage + r * 256 + ((q % 16) ^ r) * 16) = v[j][nt][i];
+          }
+          __syncwarp();
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int kk = 0; kk < 4; kk += 2) {
+              const int r = lane & 7, c = h * 8 + kk * 2 + (lane >> 3);
+              uint32_t b[4];
+              ldmatrix_x4(b, stage + r * 256 + (c ^ r) * 16);
+              xf[j][h][kk][nt][0] = b[0], xf[j][h][kk][nt][1] = b[1];
+              xf[j][h][kk + 1][nt][0] = b[2], xf[j][h][kk + 1][nt][1] = b[3];
+            }
+          __syncwarp();  // the next piece overwrites the rows
+        }
     }
 #pragma unroll
     for (int j = 0; j < PT; ++j)
@@ -338,69 +390,81 @@ __global__ void __launch_bounds__(kThreads, 1)
         float sum = lo + hi;  // token nt·8 + g's columns in lane (g, t); the quad's four hold the group
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (t == 0) xsum[(warp * PT + j) * T + nt * 8 + g] = sum;
+        if (t == 0) xsum[(warp * 4 + j) * 16 + nt * 8 + g] = sum;
       }
-    __syncwarp();  // the warp's own sums, read back by its lanes in the fold
-  }
+    consumers_sync();  // every warp's staging of X is done before the tile sums reuse the space; the sums are written
 
-  // acc[nt]: rows (g, g + 8) x tokens (nt·8 + 2t, + 1) of the tile.
-  float acc[NT][4];
+    // acc[nt]: rows (g, g + 8) x tokens (nt·8 + 2t, + 1) of the tile.
+    float acc[NT][4];
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-  int slot = 0, phase = 0;
+    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    int slot = 0, phase = 0;
 #pragma unroll 1
-  for (int tile = 0; tile < tiles; ++tile) {
+    for (int tile = 0; tile < tiles; ++tile) {
 #pragma unroll
-    for (int j = 0; j < PT; ++j) {
-      mbar_wait(&full[slot], phase);
-      const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
-      const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
-      float ga[NT][4];  // the group's sums of (128 + q) x
+      for (int j = 0; j < PT; ++j) {
+        mbar_wait(&full[slot], phase);
+        const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
+        const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
+        float ga[NT][4];  // the group's sums of (128 + q) x
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) ga[nt][0] = ga[nt][1] = ga[nt][2] = ga[nt][3] = 0.f;
+        for (int nt = 0; nt < NT; ++nt) ga[nt][0] = ga[nt][1] = ga[nt][2] = ga[nt][3] = 0.f;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint4 cur = wl[32 * h];
-        const uint32_t words[4] = {cur.x, cur.y, cur.z, cur.w};
+        for (int h = 0; h < 2; ++h) {
+          const uint4 cur = wl[32 * h];
+          const uint32_t words[4] = {cur.x, cur.y, cur.z, cur.w};
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const uint32_t w = words[ks];
-          const uint32_t a[4] = {lop3_and_or(w, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u),
-                                 lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)};
+          for (int ks = 0; ks < 4; ++ks) {
+            const uint32_t w = words[ks];
+            const uint32_t a[4] = {lop3_and_or(w, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u),
+                                   lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)};
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_bf16(ga[nt], a, xf[j][h][ks][nt][0], xf[j][h][ks][nt][1]);
+            for (int nt = 0; nt < NT; ++nt) mma_bf16(ga[nt], a, xf[j][h][ks][nt][0], xf[j][h][ks][nt][1]);
+          }
         }
+        // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z).
+        const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
+        const float z0 = s0 * __uint_as_float(sz0 & 0xffff0000u), z1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const float2 xg = *reinterpret_cast<const float2*>(xsum + (warp * 4 + j) * 16 + nt * 8 + 2 * t);
+          acc[nt][0] += s0 * ga[nt][0] - z0 * xg.x;
+          acc[nt][1] += s0 * ga[nt][1] - z0 * xg.y;
+          acc[nt][2] += s1 * ga[nt][2] - z1 * xg.x;
+          acc[nt][3] += s1 * ga[nt][3] - z1 * xg.y;
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
+        if (++slot == kS) slot = 0, phase ^= 1;
       }
-      // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z).
-      const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
-      const float z0 = s0 * __uint_as_float(sz0 & 0xffff0000u), z1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
+      // The tile's sums: [warp][token][row] in one of two buffers (the other's readers, two tiles back, passed the
+      // barrier before this one), then thread i < 16·T adds output (token i / 16, row i % 16) over the warps in order.
+      float* r = red + (tile & 1) * kWarps * 16 * T;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const float2 xg = *reinterpret_cast<const float2*>(xsum + (warp * PT + j) * T + nt * 8 + 2 * t);
-        acc[nt][0] += s0 * ga[nt][0] - z0 * xg.x;
-        acc[nt][1] += s0 * ga[nt][1] - z0 * xg.y;
-        acc[nt][2] += s1 * ga[nt][2] - z1 * xg.x;
-        acc[nt][3] += s1 * ga[nt][3] - z1 * xg.y;
+        float* rw = r + warp * 16 * T + (nt * 8 + 2 * t) * 16;
+        rw[g] = acc[nt][0], rw[16 + g] = acc[nt][1], rw[g + 8] = acc[nt][2], rw[16 + g + 8] = acc[nt][3];
+        acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
-      if (++slot == kS) slot = 0, phase ^= 1;
+      consumers_sync();
+      if (tid < 16 * T) {
+        float v = 0.f;
+        for (int w = 0; w < kWarps; ++w) v += r[w * 16 * T + tid];
+        if (split > 1) part[tile * 16 * T + tid] = v;
+        else if (tid / 16 < p.m) p.y[int64_t(tid / 16) * p.n + (t_begin + tile) * 16 + tid % 16] = __float2bfloat16_rn(v);
+      }
     }
-    // The tile's sums: [warp][token][row] in one of two buffers (the other's readers, two tiles back, passed the
-    // barrier before this one), then thread i < 16·T adds output (token i / 16, row i % 16) over the warps in order.
-    float* r = red + (tile & 1) * kWarps * 16 * T;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      float* rw = r + warp * 16 * T + (nt * 8 + 2 * t) * 16;
-      rw[g] = acc[nt][0], rw[16 + g] = acc[nt][1], rw[g + 8] = acc[nt][2], rw[16 + g + 8] = acc[nt][3];
-      acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    }
-    consumers_sync();
-    if (tid < 16 * T && tid / 16 < p.m) {
+  }
+  if (split > 1) {  // every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split
+    cluster_sync_all();
+    for (int i = tid; i < tiles * 16 * T; i += kThreads) {
+      const int tile = i / (16 * T), o = i % (16 * T);
+      if (tile % split != rank || o / 16 >= p.m) continue;
       float v = 0.f;
-      for (int w = 0; w < kWarps; ++w) v += r[w * 16 * T + tid];
-      p.y[int64_t(tid / 16) * p.n + (t_begin + tile) * 16 + tid % 16] = __float2bfloat16_rn(v);
+      for (int q = 0; q < split; ++q) v += ld_cluster_f32(part + i, uint32_t(q));
+      p.y[int64_t(o / 16) * p.n + (t_begin + tile) * 16 + o % 16] = __float2bfloat16_rn(v);
     }
+    cluster_sync_all();  // no block leaves while another reads its shared memory
   }
 #else
   __trap();  // built for a GPU without sm_90a: the plan never selects this kernel there
@@ -432,12 +496,13 @@ void launch(RingParams rp, const void* scales, cudaStream_t stream) {
   INFERLAB_CHECK_LAUNCH();
 }
 
-// int4 at 2 to 16 tokens: NT n8 tiles of tokens, PT stages (2048 columns) a tile.
+// int4 at 2 to 16 tokens: NT n8 tiles of tokens, PT stages (2048 columns) a tile a block, rp.split blocks a cluster.
 template <int NT, int PT>
 void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream) {
   auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT>;
-  const TokensLayout L(NT);
-  if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, 0, rp.m))
+  const int clusters = rp.blocks / rp.split, max_tiles = (rp.tiles + clusters - 1) / clusters;
+  const TokensLayout L(NT, max_tiles, rp.split);
+  if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, max_tiles, rp.m, rp.split))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;
   attr.ensure(kernel, L.bytes, "linear (weight-only mma_tma)");
@@ -446,7 +511,19 @@ void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream
   const uint32_t box[2] = {16, 16};
   const CUtensorMap map_s = make_tensor_map("linear (weight-only mma_tma)", scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2,
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
-  kernel<<<unsigned(rp.blocks), kThreads, L.bytes, stream>>>(rp, map_s);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(rp.blocks));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = std::size_t(L.bytes);
+  config.stream = stream;
+  cudaLaunchAttribute cluster_dim{};
+  cluster_dim.id = cudaLaunchAttributeClusterDimension;
+  cluster_dim.val.clusterDim.x = unsigned(rp.split);
+  cluster_dim.val.clusterDim.y = 1;
+  cluster_dim.val.clusterDim.z = 1;
+  config.attrs = &cluster_dim;
+  config.numAttrs = 1;
+  INFERLAB_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, rp, map_s));
   INFERLAB_CHECK_LAUNCH();
 }
 
@@ -462,16 +539,17 @@ void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, c
   rp.k = int(p.k);
   rp.tiles = int(p.n / 16);
   rp.blocks = int(plan.ctas);
-  if (p.m > 1) {  // int4 (sim/kernels.h weight_only_mma_tma_refusal): the tiles of tokens and the stages a tile
-    const int nt = int(weight_only_mma_tma_token_tiles(p.m)), pt = int(p.k / 2048);
-    if (p.format != WeightFormat::int4 || nt * pt > kMmaTmaMaxGroupTiles)
+  rp.split = 1;
+  if (p.m > 1) {  // int4 (sim/kernels.h weight_only_mma_tma_refusal): the tiles of tokens, the split, the stages a tile
+    const int nt = int(weight_only_mma_tma_token_tiles(p.m));
+    rp.split = plan.cluster;
+    const int pt = int(p.k / 2048) / rp.split;
+    if (p.format != WeightFormat::int4 || nt * pt > kMmaTmaMaxGroupTiles || pt * rp.split * 2048 != p.k ||
+        rp.blocks % rp.split != 0)
       throw Error("linear (weight-only mma_tma): the plan passed a shape the kernel does not take");
     if (nt == 1 && pt == 1) return launch_tokens<1, 1>(rp, p.scales, stream);
     if (nt == 1 && pt == 2) return launch_tokens<1, 2>(rp, p.scales, stream);
-    if (nt == 1 && pt == 3) return launch_tokens<1, 3>(rp, p.scales, stream);
-    if (nt == 1 && pt == 4) return launch_tokens<1, 4>(rp, p.scales, stream);
-    if (nt == 2 && pt == 1) return launch_tokens<2, 1>(rp, p.scales, stream);
-    return launch_tokens<2, 2>(rp, p.scales, stream);
+    return launch_tokens<2, 1>(rp, p.scales, stream);
   }
   switch (p.format) {
     case WeightFormat::int4: return launch<WeightFormat::int4>(rp, p.scales, stream);
