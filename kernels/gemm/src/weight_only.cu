@@ -630,6 +630,7 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
   if (wp.kernel == WeightOnlyKernel::mma_tma) {
     plan.k_warps = wp.k_warps;
     plan.ctas = wp.ctas;
+    plan.cluster = wp.cluster;  // 2 to 16 tokens: blocks a cluster along k
     return plan;
   }
   plan.split_k = wp.split_k;

@@ -61,7 +61,8 @@ struct LinearPlan {
   int k_warps = 1;   // mma: warps sharing a 16-row tile along the block's k range (a block: 128 / k_warps rows)
   int blocks_per_sm = 0;  // mma: the blocks an SM the kernel is built for (its registers and chunks in flight)
   int64_t k_per_block = 0;
-  int cluster = 1;   // mma, split_k > 1: the blocks of a cluster that sum a row tile (SplitReduce::cluster), 1: atomics
+  int cluster = 1;   // mma, split_k > 1: the blocks of a cluster that sum a row tile (SplitReduce::cluster), 1: atomics;
+                     // mma_tma at 2 to 16 tokens: the blocks of a cluster along k
   int tokens = 0;    // wgmma, wgmma_tma: N of m64nNk16 (m padded to 16, 32 or 64)
   int64_t ctas = 0;  // wgmma, wgmma_tma, mma_tma: the persistent grid
 };
