@@ -860,12 +860,17 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //   - the consumers: per stage two chunks a warp of the shared-tile loop (its counts per chunk), a latency-bound
 //     chain off the copies' latency (the ring holds S - 1 stages in flight);
 //   - no split-k: a tile's warps sum in shared memory and one warp stores its 16 outputs.
-KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t n, int64_t k, WeightFormat f, const Hardware& hw,
-                                   KernelLaunch kl) {
+//   - 2 to 16 tokens (int4): the mma kernel's loop at m_tiles n8 tiles (its counts per chunk: the same products and
+//     dequantization, X's fragments held in registers instead of read by ldmatrix), each warp's pieces of X from L2
+//     once (every block reads T tokens x its k range: at the L2's bandwidth beside the stream), a tile's warps' sums
+//     added after one barrier by 16 dependent shared loads (every PT stages: with the cluster's split, every stage),
+//     and a cluster's split summed at the end over its blocks' shared memory (one round trip).
+KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
+                                   const Hardware& hw, KernelLaunch kl) {
   const bool int4 = f == WeightFormat::int4;
-  const WoLoop& lp = wo_loop(f, 1, 4, true);
+  const WoLoop& lp = m == 1 ? wo_loop(f, 1, 4, true) : wo_loop(f, plan.m_tiles, 4, plan.m_tiles == 1);
   const PipeCeilings& p = hw.pipes;
-  kl.kernel = "weight_only_mma_tma_kernel";
+  kl.kernel = m == 1 ? "weight_only_mma_tma_kernel" : "weight_only_mma_tma_tokens_kernel";
   kl.tensor = TensorPath::sm;
   kl.ctas = plan.ctas;
   kl.ctas_per_sm = 1;
@@ -873,10 +878,18 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t n, int64_
   kl.work += work_of(lp.c, 32.0 * chunks / lp.depth);
   const double per_warp = double(kMmaTmaStageChunks) / kMmaTmaConsumerWarps;  // chunks a warp a stage
   const Chain ch{lp.chain.alone * per_warp / lp.depth, lp.chain.beside * per_warp / lp.depth};
-  const double tiles = std::ceil(double(plan.row_tiles) / double(plan.ctas));  // the longest share
-  const double stages = tiles * double(plan.units / plan.row_tiles);
+  const double clusters = double(plan.ctas / plan.cluster);
+  const double tiles = std::ceil(double(plan.row_tiles) / clusters);  // the longest share
+  const double stages = tiles * double(plan.units / plan.row_tiles) / plan.cluster;
   const double instructions = lp.c.total() * per_warp / lp.depth;
-  const double per_stage = std::max(ch.alone, kMmaTmaConsumerWarps * instructions / p.issue_per_clk);
+  double per_stage = std::max(ch.alone, kMmaTmaConsumerWarps * instructions / p.issue_per_clk);
+  if (m > 1) {
+    constexpr double kSumCycles = 16 * 33.0;  // a tile's sums: 16 dependent shared loads after the barrier
+    const double stages_a_tile = double(k / 2048 / plan.cluster);
+    per_stage += kSumCycles / stages_a_tile;
+    kl.l2_bytes = double(plan.ctas) * 8.0 * plan.m_tiles * double(plan.k_per_block) * 2;
+    if (plan.cluster > 1) kl.epilogue_l2_round_trips = 1;
+  }
   const double block_bytes = double(kl.bytes) * tiles / double(plan.row_tiles);
   const double copies = block_bytes / p.bulk_copy_dram_bandwidth * p.sm_clock_hz;
   kl.cta_cycles = std::max(stages * per_stage, copies + per_stage);
@@ -919,7 +932,7 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper, reduce, split_k);
   if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
   if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
-  if (plan.kernel == WeightOnlyKernel::mma_tma) return {mma_tma_linear_kernel(plan, n, k, f, hw, kl)};
+  if (plan.kernel == WeightOnlyKernel::mma_tma) return {mma_tma_linear_kernel(plan, m, n, k, f, hw, kl)};
   const WoLoop& lp = wo_loop(f, plan.m_tiles, plan.blocks_per_sm, plan.k_warps > 1);
   const double cols = f == WeightFormat::int4 ? 64 : 32;
   const double chunks_per_warp = double(plan.k_per_block) / plan.k_warps / cols;

@@ -454,23 +454,29 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_NE(refusal(WeightFormat::int4, 17, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 0, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int8, 2, 4096, 4096).find("int8 at one token"), std::string::npos);
-  // 2 to 16 tokens (int4): X's fragments in registers, groups x n8 tiles at most 2 a block, k split over a cluster of
+  // 2 to 16 tokens (int4): X's fragments in registers, groups x n8 tiles at most 4 a block, k split over a cluster of
   // 1, 2, 4 or 8 blocks beyond.
   EXPECT_EQ(refusal(WeightFormat::int4, 2, 4096, 8192), "");
+  EXPECT_EQ(refusal(WeightFormat::int4, 8, 4096, 6144), "");
   EXPECT_EQ(refusal(WeightFormat::int4, 16, 14336, 4096), "");
   EXPECT_EQ(refusal(WeightFormat::int4, 16, 4096, 16384), "");
-  EXPECT_NE(refusal(WeightFormat::int4, 8, 4096, 6144).find("in registers"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 16, 4096, 6144).find("in registers"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 16, 4096, 14336).find("in registers"), std::string::npos);
-  EXPECT_EQ(weight_only_mma_tma_split(8, 4096), 1);
-  EXPECT_EQ(weight_only_mma_tma_split(8, 8192), 2);
-  EXPECT_EQ(weight_only_mma_tma_split(16, 4096), 2);
-  EXPECT_EQ(weight_only_mma_tma_split(16, 16384), 8);
+  EXPECT_EQ(weight_only_mma_tma_split(8, 8192), 1);
+  EXPECT_EQ(weight_only_mma_tma_split(8, 16384), 2);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 4096), 1);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 8192), 2);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 16384), 4);
   EXPECT_EQ(weight_only_mma_tma_split(16, 14336), 0);
   const WeightOnlyPlan t16 = plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t16.m_tiles, 2);
-  EXPECT_EQ(t16.cluster, 2);
+  EXPECT_EQ(t16.cluster, 1);
   EXPECT_EQ(t16.ctas, 132);
-  EXPECT_EQ(t16.k_per_block, 2048);
+  EXPECT_EQ(t16.k_per_block, 4096);
+  const WeightOnlyPlan c2 = plan_weight_only(WeightFormat::int4, 16, 4096, 8192, 132, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(c2.cluster, 2);
+  EXPECT_EQ(c2.ctas, 132);
+  EXPECT_EQ(c2.k_per_block, 4096);
   const WeightOnlyPlan t8 = plan_weight_only(WeightFormat::int4, 8, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t8.m_tiles, 1);
   EXPECT_EQ(t8.cluster, 1);

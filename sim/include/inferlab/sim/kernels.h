@@ -300,12 +300,12 @@ constexpr int kMmaTmaStages = 8;
 constexpr int64_t kMmaTmaMaxK = 16384;   // X's row (bf16) in shared memory beside the ring
 constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (weight_only_mma_tma_automatic)
 // At 2 to 16 tokens (int4): the tokens in n8 tiles (B's columns), X's B fragments held in registers for the warp's
-// groups (one a stage of a tile: 32 registers a group and n8 tile), at most kMmaTmaMaxGroupTiles groups x tiles (ptxas
-// gives 17 warps 96 registers a thread: at 4, 64 registers of X, the 16-token loop spilled 60 bytes, NOTES.md r3);
-// beyond, k is split over a cluster of weight_only_mma_tma_split blocks (the fewest of 1, 2, 4, 8 that divide k / 2048
-// and bring the groups within the bound).
+// groups (one a stage of a tile: 32 registers a group and n8 tile), at most kMmaTmaMaxGroupTiles groups x tiles (64
+// registers of X: blocks of 16 warps, thread 0 issuing the copies, hold 128 registers a thread; with a 17th producer
+// warp ptxas gives 96 and the 16-token loop spilled, NOTES.md r3); beyond, k is split over a cluster of
+// weight_only_mma_tma_split blocks (the fewest of 1, 2, 4, 8 that divide k / 2048 and bring the groups within the bound).
 constexpr int64_t weight_only_mma_tma_token_tiles(int64_t m) { return m <= 8 ? 1 : 2; }
-constexpr int64_t kMmaTmaMaxGroupTiles = 2;
+constexpr int64_t kMmaTmaMaxGroupTiles = 4;
 int64_t weight_only_mma_tma_split(int64_t m, int64_t k);  // 0: none within 8 blocks
 // Its shared memory for k columns, at most max_tiles 16-row tiles a cluster, m tokens and split blocks along k.
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m = 1, int64_t split = 1);
