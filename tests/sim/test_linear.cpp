@@ -481,7 +481,7 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_EQ(t8.m_tiles, 1);
   EXPECT_EQ(t8.cluster, 1);
   EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 14, 16, 2), 227 << 10);
-  EXPECT_NE(error_of([&] { plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 4096, 132, WeightOnlyKernel::mma_tma); })
+  EXPECT_NE(error_of([&] { plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 8192, 132, WeightOnlyKernel::mma_tma); })
                 .find("do not fit"),
             std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 4096, false).find("Hopper"), std::string::npos);
