@@ -374,7 +374,9 @@ TEST(WeightOnlyPlan, AutomaticSumsInAClusterWhereTheBlocksFitOneAnSm) {
   auto plan = [](WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper = true, int64_t split = 0) {
     return plan_weight_only(f, m, n, k, 132, WeightOnlyKernel::automatic, hopper, SplitReduce::automatic, split);
   };
-  for (WeightFormat f : {WeightFormat::int8, WeightFormat::int4, WeightFormat::sparse24})
+  for (int64_t m : {2, 4, 8})  // int4 there: the ring kernel (weight_only_mma_tma_automatic)
+    EXPECT_EQ(plan(WeightFormat::int4, m, 1024, 4096).kernel, WeightOnlyKernel::mma_tma);
+  for (WeightFormat f : {WeightFormat::int8, WeightFormat::sparse24})
     for (int64_t m : {2, 4, 8}) {
       const WeightOnlyPlan p = plan(f, m, 1024, 4096);
       EXPECT_EQ(p.split_k, 8);
@@ -427,7 +429,7 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
     EXPECT_EQ(pick(f, 1, 4096, 14336), WeightOnlyKernel::mma_tma);
     EXPECT_EQ(pick(f, 1, 1024, 4096), WeightOnlyKernel::mma_tma);  // 64 tiles: the fewest measured
     EXPECT_EQ(pick(f, 1, 1008, 4096), WeightOnlyKernel::mma);      // 63
-    EXPECT_EQ(pick(f, 2, 14336, 4096), WeightOnlyKernel::mma);
+    EXPECT_EQ(pick(f, 2, 14336, 4096), f == WeightFormat::int4 ? WeightOnlyKernel::mma_tma : WeightOnlyKernel::mma);
     EXPECT_EQ(pick(f, 1, 14336, 4096, false), WeightOnlyKernel::mma);
     EXPECT_EQ(pick(f, 1, 14336, 4096, true, 4), WeightOnlyKernel::mma);
     EXPECT_EQ(pick(f, 1, 14336, 4096, true, 0, SplitReduce::atomics), WeightOnlyKernel::mma);
@@ -454,34 +456,28 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_NE(refusal(WeightFormat::int4, 17, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 0, 4096, 4096).find("1 to 16 tokens"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int8, 2, 4096, 4096).find("int8 at one token"), std::string::npos);
-  // 2 to 16 tokens (int4): X's fragments in registers, groups x n8 tiles at most 4 a block, k split over a cluster of
+  // 2 to 16 tokens (int4): X's fragments in registers, groups x n8 tiles at most 2 a block, k split over a cluster of
   // 1, 2, 4 or 8 blocks beyond.
   EXPECT_EQ(refusal(WeightFormat::int4, 2, 4096, 8192), "");
-  EXPECT_EQ(refusal(WeightFormat::int4, 8, 4096, 6144), "");
   EXPECT_EQ(refusal(WeightFormat::int4, 16, 14336, 4096), "");
   EXPECT_EQ(refusal(WeightFormat::int4, 16, 4096, 16384), "");
-  EXPECT_NE(refusal(WeightFormat::int4, 16, 4096, 6144).find("in registers"), std::string::npos);
+  EXPECT_NE(refusal(WeightFormat::int4, 8, 4096, 6144).find("in registers"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 16, 4096, 14336).find("in registers"), std::string::npos);
-  EXPECT_EQ(weight_only_mma_tma_split(8, 8192), 1);
-  EXPECT_EQ(weight_only_mma_tma_split(8, 16384), 2);
-  EXPECT_EQ(weight_only_mma_tma_split(16, 4096), 1);
-  EXPECT_EQ(weight_only_mma_tma_split(16, 8192), 2);
-  EXPECT_EQ(weight_only_mma_tma_split(16, 16384), 4);
+  EXPECT_EQ(weight_only_mma_tma_split(8, 4096), 1);
+  EXPECT_EQ(weight_only_mma_tma_split(8, 8192), 2);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 4096), 2);
+  EXPECT_EQ(weight_only_mma_tma_split(16, 16384), 8);
   EXPECT_EQ(weight_only_mma_tma_split(16, 14336), 0);
   const WeightOnlyPlan t16 = plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t16.m_tiles, 2);
-  EXPECT_EQ(t16.cluster, 1);
+  EXPECT_EQ(t16.cluster, 2);
   EXPECT_EQ(t16.ctas, 132);
-  EXPECT_EQ(t16.k_per_block, 4096);
-  const WeightOnlyPlan c2 = plan_weight_only(WeightFormat::int4, 16, 4096, 8192, 132, WeightOnlyKernel::mma_tma);
-  EXPECT_EQ(c2.cluster, 2);
-  EXPECT_EQ(c2.ctas, 132);
-  EXPECT_EQ(c2.k_per_block, 4096);
+  EXPECT_EQ(t16.k_per_block, 2048);
   const WeightOnlyPlan t8 = plan_weight_only(WeightFormat::int4, 8, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t8.m_tiles, 1);
   EXPECT_EQ(t8.cluster, 1);
   EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 14, 16, 2), 227 << 10);
-  EXPECT_NE(error_of([&] { plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 8192, 132, WeightOnlyKernel::mma_tma); })
+  EXPECT_NE(error_of([&] { plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 4096, 132, WeightOnlyKernel::mma_tma); })
                 .find("do not fit"),
             std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 4096, false).find("Hopper"), std::string::npos);
@@ -509,8 +505,11 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   auto pick = [](WeightFormat f, int64_t m, bool wgmma = true) {
     return plan_weight_only(f, m, 14336, 4096, 132, WeightOnlyKernel::automatic, wgmma).kernel;
   };
-  EXPECT_EQ(pick(WeightFormat::int4, 8), WeightOnlyKernel::mma);
-  EXPECT_EQ(pick(WeightFormat::int4, 9), WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(pick(WeightFormat::int4, 8), WeightOnlyKernel::mma_tma);  // where the ring kernel runs (k / 2048 splits)
+  EXPECT_EQ(pick(WeightFormat::int4, 16), WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(pick(WeightFormat::int4, 17), WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 14336, 132).kernel, WeightOnlyKernel::mma);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 9, 4096, 14336, 132).kernel, WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);
   EXPECT_EQ(pick(WeightFormat::int8, 17), WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::int8, 64), WeightOnlyKernel::wgmma_tma);

@@ -285,19 +285,8 @@ __device__ __forceinline__ float ld_cluster_f32(const void* p, uint32_t rank) {
   return v;
 }
 
-// Whether the phase of `bar` with this parity has completed (not blocking).
-__device__ __forceinline__ bool mbar_test(uint64_t* bar, int parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(shared_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 template <int NT, int PT>
-__global__ void __launch_bounds__(kConsumers, 1)
+__global__ void __launch_bounds__(kThreads, 1)
     weight_only_mma_tma_tokens_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
@@ -326,22 +315,24 @@ __global__ void __launch_bounds__(kConsumers, 1)
   }
   __syncthreads();
 
-  // The copies: thread 0 (warp 0 also consumes) issues the first kS stages now and each later one once its slot's
-  // previous stage has been released by every warp: at each of its stages, blocking only for the stage it is about to
-  // read, otherwise as far as the released slots go (17 warps would leave ptxas 96 registers a thread, 16 leave 128).
-  const int stages = tiles * PT;
-  int issued = 0;
-  const uint64_t policy = evict_first_policy();
-  auto issue = [&](int s) {
-    const int slot = s % kS, tile = t_begin + s / PT, j = rank * PT + s % PT;
-    mbar_expect_tx(&full[slot], uint32_t(kStageBytes + kSideBytes));
-    bulk_load(smem + slot * kStageBytes, p.w + (tile * int64_t(p.k / 64) + j * kStageChunks) * 32, kStageBytes, &full[slot],
-              policy);
-    tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, tile * 16, j * 16, &full[slot]);
-  };
-  if (tid == 0)
-    for (; issued < stages && issued < kS; ++issued) issue(issued);
-  {
+  if (warp == kWarps) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
+    if (lane == 0) {
+      const uint64_t policy = evict_first_policy();
+      const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·32, (rank + 1)·PT·32)
+      const int stages = tiles * PT;
+#pragma unroll 1
+      for (int s = 0, slot = 0; s < stages; ++s) {
+        if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
+        const int tile = t_begin + s / PT, j = rank * PT + s % PT;
+        mbar_expect_tx(&full[slot], uint32_t(kStageBytes + kSideBytes));
+        bulk_load(smem + slot * kStageBytes, p.w + (tile * tile_chunks + j * kStageChunks) * 32, kStageBytes,
+                  &full[slot], policy);
+        tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, tile * 16, j * 16, &full[slot]);
+        if (++slot == kS) slot = 0;
+      }
+    }
+    __syncwarp();
+  } else {
     // X's B fragments for the warp's PT groups: [group j][chunk h][k16 step][n8 tile][b0, b1]; tokens past m are zero.
     uint32_t xf[PT][2][4][NT][2];
     {
@@ -412,16 +403,6 @@ __global__ void __launch_bounds__(kConsumers, 1)
     for (int tile = 0; tile < tiles; ++tile) {
 #pragma unroll
       for (int j = 0; j < PT; ++j) {
-        if (tid == 0) {
-          const int s = tile * PT + j;
-          for (; issued < stages && issued < s + kS; ++issued) {
-            const int prior = (issued / kS - 1) & 1;  // the parity of the slot's release of stage issued - kS
-            if (issued > s && !mbar_test(&empty[issued % kS], prior)) break;
-            mbar_wait(&empty[issued % kS], prior);
-            issue(issued);
-          }
-        }
-        __syncwarp();
         mbar_wait(&full[slot], phase);
         const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
         const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
@@ -476,7 +457,7 @@ __global__ void __launch_bounds__(kConsumers, 1)
   }
   if (split > 1) {  // every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split
     cluster_sync_all();
-    for (int i = tid; i < tiles * 16 * T; i += kConsumers) {
+    for (int i = tid; i < tiles * 16 * T; i += kThreads) {
       const int tile = i / (16 * T), o = i % (16 * T);
       if (tile % split != rank || o / 16 >= p.m) continue;
       float v = 0.f;
@@ -532,7 +513,7 @@ void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(rp.blocks));
-  config.blockDim = dim3(kConsumers);
+  config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = std::size_t(L.bytes);
   config.stream = stream;
   cudaLaunchAttribute cluster_dim{};
@@ -568,10 +549,7 @@ void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, c
       throw Error("linear (weight-only mma_tma): the plan passed a shape the kernel does not take");
     if (nt == 1 && pt == 1) return launch_tokens<1, 1>(rp, p.scales, stream);
     if (nt == 1 && pt == 2) return launch_tokens<1, 2>(rp, p.scales, stream);
-    if (nt == 1 && pt == 3) return launch_tokens<1, 3>(rp, p.scales, stream);
-    if (nt == 1) return launch_tokens<1, 4>(rp, p.scales, stream);
-    if (pt == 1) return launch_tokens<2, 1>(rp, p.scales, stream);
-    return launch_tokens<2, 2>(rp, p.scales, stream);
+    return launch_tokens<2, 1>(rp, p.scales, stream);
   }
   switch (p.format) {
     case WeightFormat::int4: return launch<WeightFormat::int4>(rp, p.scales, stream);
