@@ -709,7 +709,7 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
 
 bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper) {
   (void)sm_count;
-  return (m == 1 || f == WeightFormat::int4) && weight_only_mma_tma_refusal(f, m, n, k, hopper).empty() &&
+  return (m == 1 || (f == WeightFormat::int4 && m <= 8)) && weight_only_mma_tma_refusal(f, m, n, k, hopper).empty() &&
          n / 16 >= kMmaTmaMinTiles;
 }
 
