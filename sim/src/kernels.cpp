@@ -708,9 +708,14 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
 }
 
 bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper) {
-  (void)sm_count;
-  return (m == 1 || (f == WeightFormat::int4 && m <= 8)) && weight_only_mma_tma_refusal(f, m, n, k, hopper).empty() &&
-         n / 16 >= kMmaTmaMinTiles;
+  if (!(m == 1 || (f == WeightFormat::int4 && m <= 16)) || !weight_only_mma_tma_refusal(f, m, n, k, hopper).empty() ||
+      n / 16 < kMmaTmaMinTiles)
+    return false;
+  if (m == 1) return true;
+  // A cluster's sums of its tiles must fit beside the ring (plan_weight_only's "do not fit").
+  const int64_t split = weight_only_mma_tma_split(m, k), tiles = n / 16;
+  const int64_t clusters = std::min<int64_t>(tiles, std::max<int64_t>(1, sm_count / split));
+  return weight_only_mma_tma_smem_bytes(f, k, ceil_div(tiles, clusters), m, split) <= (227 << 10);
 }
 
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper) {
@@ -864,8 +869,10 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //   - 2 to 16 tokens (int4): the mma kernel's loop at m_tiles n8 tiles (its counts per chunk: the same products and
 //     dequantization, X's fragments held in registers instead of read by ldmatrix), each warp's pieces of X from L2
 //     once (every block reads T tokens x its k range: at the L2's bandwidth beside the stream), a tile's warps' sums
-//     added after one barrier by 16 dependent shared loads (every PT stages: with the cluster's split, every stage),
-//     and a cluster's split summed at the end over its blocks' shared memory (one round trip).
+//     added after one barrier by 16 dependent shared loads (every PT stages: with the cluster's split, every stage);
+//     the warps leave that barrier together, so a tile's last stage's chain does not overlap the next tile's (one
+//     chain a tile drains: at one stage a tile, 16 tokens, the stage's chain and its issue add, NOTES.md r4); and a
+//     cluster's split summed at the end over its blocks' shared memory (one round trip).
 KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                    const Hardware& hw, KernelLaunch kl) {
   const bool int4 = f == WeightFormat::int4;
@@ -886,8 +893,9 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
   double per_stage = std::max(ch.alone, kMmaTmaConsumerWarps * instructions / p.issue_per_clk);
   if (m > 1) {
     constexpr double kSumCycles = 16 * 33.0;  // a tile's sums: 16 dependent shared loads after the barrier
+    // ... and the chain the barrier drains (once a tile)
     const double stages_a_tile = double(k / 2048 / plan.cluster);
-    per_stage += kSumCycles / stages_a_tile;
+    per_stage += (kSumCycles + ch.alone) / stages_a_tile;
     kl.l2_bytes = double(plan.ctas) * 8.0 * plan.m_tiles * double(plan.k_per_block) * 2;
     if (plan.cluster > 1) kl.epilogue_l2_round_trips = 1;
   }

@@ -499,14 +499,22 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
 }
 
 // automatic picks the weight-only kernel by format and tokens where the measurements put each ahead
-// (sim/kernels.h wgmma_from_tokens): int4 on wgmma_tma from 9 tokens, int8 and 2:4 from 17, and mma wherever
+// (sim/kernels.h wgmma_from_tokens): int4 on mma_tma to 16 tokens where it runs, on wgmma_tma from 9 where it does not
+// and from 17, int8 and 2:4 on wgmma_tma from 17, and mma wherever
 // the Hopper kernels are not built or the GPU lacks them; the wgmma rung only when named.
 TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   auto pick = [](WeightFormat f, int64_t m, bool wgmma = true) {
     return plan_weight_only(f, m, 14336, 4096, 132, WeightOnlyKernel::automatic, wgmma).kernel;
   };
   EXPECT_EQ(pick(WeightFormat::int4, 8), WeightOnlyKernel::mma_tma);  // where the ring kernel runs (k / 2048 splits)
-  EXPECT_EQ(pick(WeightFormat::int4, 9), WeightOnlyKernel::wgmma_tma);  // mma_tma when named (the model's miss)
+  EXPECT_EQ(pick(WeightFormat::int4, 9), WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(pick(WeightFormat::int4, 16), WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(pick(WeightFormat::int4, 17), WeightOnlyKernel::wgmma_tma);
+  // ... and where a cluster's sums fit beside the ring: Llama-3-70B's 28672 x 8192 at 16 tokens (clusters of 4, 55
+  // tiles each) does not; the kernel refuses it by name, automatic takes wgmma_tma.
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 28672, 8192, 132).kernel, WeightOnlyKernel::wgmma_tma);
+  EXPECT_THROW(plan_weight_only(WeightFormat::int4, 16, 28672, 8192, 132, WeightOnlyKernel::mma_tma), Error);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 28672, 8192, 132).kernel, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 14336, 132).kernel, WeightOnlyKernel::mma);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 9, 4096, 14336, 132).kernel, WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);
@@ -585,6 +593,25 @@ TEST(WeightOnlyModel, OneThreadsBulkCopiesBoundASmallGridNotTheFullOne) {
   KernelLaunch int4_faster;
   weight_only_prediction(faster, 64, 1024, 4096, WeightFormat::int4, &int4_faster);
   EXPECT_DOUBLE_EQ(int4.cta_cycles, int4_faster.cta_cycles);
+}
+
+// 2 to 16 tokens on the ring kernel: a tile ends at a block barrier the 16 warps leave together, so a tile's last
+// stage's chain does not overlap the next tile's (NOTES.md r4). At 16 tokens on 14336 x 4096 a block's tile is one
+// stage (k split over a cluster of 2): the chain drains every stage and the blocks' cycles bind; at 8 tokens (two
+// stages a tile) the stream does. Without the drain the model put 16 tokens 14-22% fast.
+TEST(WeightOnlyModel, TheRingKernelsTileBarrierDrainsAChainATile) {
+  const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  KernelLaunch k16, k8;
+  const Prediction p16 = weight_only_prediction(hw, 16, 14336, 4096, WeightFormat::int4, &k16);
+  const Prediction p8 = weight_only_prediction(hw, 8, 14336, 4096, WeightFormat::int4, &k8);
+  ASSERT_EQ(k16.kernel, "weight_only_mma_tma_tokens_kernel");
+  ASSERT_EQ(k8.kernel, "weight_only_mma_tma_tokens_kernel");
+  EXPECT_EQ(p16.dominant, "latency");
+  EXPECT_EQ(p8.dominant, "memory");
+  // 14 stages a block at both: at 16 tokens a stage costs more than the 8-token stage's twice the products, by the
+  // chain and the sums it drains every stage.
+  EXPECT_GT(k16.cta_cycles, 2.0 * k8.cta_cycles);
+  EXPECT_GT(p16.time_s, p8.time_s + 2e-6);
 }
 
 // wgmma_tma's streams: the weight from DRAM once, X's [N x 128] tile again for every unit from L2, the two added;

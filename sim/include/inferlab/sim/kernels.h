@@ -318,12 +318,12 @@ std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, in
 // -> 16.14 / 16.40 / 16.27, 4096 x 4096 8.83 / 8.83 / 8.91 -> 8.26 / 8.21 / 8.35, 1024 x 4096 (64 tiles) 6.62 / 6.53 /
 // 6.66 -> 6.02 / 6.05 / 6.11; int8 24.62 / 24.78 / 24.80 -> 24.30 / 24.42 / 24.61, 25.02 / 25.02 / 25.10 -> 24.03 /
 // 24.13 / 24.26, 10.66 / 10.56 / 10.72 -> 10.48 / 10.40 / 10.53, 7.31 / 7.20 / 7.36 -> 6.78 / 6.75 / 6.88.
-// int4 at 2 to 8 tokens the same, where it runs (k / 2048 split over a cluster of 1, 2, 4 or 8 blocks into at most two
+// int4 at 2 to 16 tokens the same, where it runs (k / 2048 split over a cluster of 1, 2, 4 or 8 blocks into at most two
 // groups a warp: the MLP's 14336 x 4096 and the 4096 x 4096 projections, not k = 14336). Measured on the H100 (NOTES.md
 // r3, bench_gemm, us, m = 4 / 8 / 16, mma or wgmma_tma (the plan before) -> mma_tma): 14336 x 4096 18.5 / 19.2 / 23.7
 // -> 17.0 / 17.7 / 22.3; 4096 x 4096 11.0 / 11.6 / 12.5 -> 9.1 / 9.7 / 11.9; 1024 x 4096 7.1 / 7.1 / 10.3 -> 6.8 / 7.1 /
-// 8.8. At 9 to 16 tokens it is faster too, but the model predicts it 14-22% fast there (29% symmetric error on 14336 x
-// 4096, beyond the fidelity bound; NOTES.md r3): it runs when named, and automatic keeps wgmma_tma.
+// 8.8. So int4 at 2 to 16 tokens where it runs (at 9-16 wgmma_tma before; the model names a tile's barrier draining the
+// warps' chains since NOTES.md r4, which brought its error there from 14-22% fast to 13-20%).
 bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper);
 // kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
 // 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
