@@ -277,11 +277,14 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ float ld_cluster_f32(const void* p, uint32_t rank) {
+__device__ __forceinline__ float4 ld_cluster_f32x4(const void* p, uint32_t rank) {  // 16-byte aligned
   uint32_t a;
-  float v;
+  float4 v;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(shared_addr(p)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(a) : "memory");
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(a)
+               : "memory");
   return v;
 }
 
@@ -456,13 +459,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   if (split > 1) {  // every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split
+    // Four outputs (rows) a thread: every block's four first (independent loads in flight), then the adds in rank order.
     cluster_sync_all();
-    for (int i = tid; i < tiles * 16 * T; i += kThreads) {
-      const int tile = i / (16 * T), o = i % (16 * T);
-      if (tile % split != rank || o / 16 >= p.m) continue;
-      float v = 0.f;
-      for (int q = 0; q < split; ++q) v += ld_cluster_f32(part + i, uint32_t(q));
-      p.y[int64_t(o / 16) * p.n + (t_begin + tile) * 16 + o % 16] = __float2bfloat16_rn(v);
+    constexpr int kQuads = 16 * T / 4;  // a tile's outputs in fours
+    const int mine = (tiles - rank + split - 1) / split;
+    for (int i = tid; i < mine * kQuads; i += kThreads) {
+      const int tile = rank + split * (i / kQuads), o = (i % kQuads) * 4;
+      if (o / 16 >= p.m) continue;
+      float4 q[8];
+#pragma unroll
+      for (int r = 0; r < 8; ++r)
+        if (r < split) q[r] = ld_cluster_f32x4(part + tile * 16 * T + o, uint32_t(r));
+      float4 v = q[0];
+#pragma unroll
+      for (int r = 1; r < 8; ++r)
+        if (r < split) v.x += q[r].x, v.y += q[r].y, v.z += q[r].z, v.w += q[r].w;
+      __nv_bfloat162* out =
+          reinterpret_cast<__nv_bfloat162*>(p.y + int64_t(o / 16) * p.n + (t_begin + tile) * 16 + o % 16);
+      out[0] = __floats2bfloat162_rn(v.x, v.y);
+      out[1] = __floats2bfloat162_rn(v.z, v.w);
     }
     cluster_sync_all();  // no block leaves while another reads its shared memory
   }
