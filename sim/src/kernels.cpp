@@ -911,6 +911,8 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
 
 }  // namespace
 
+bool library_splits_k(int64_t m, int64_t n, int64_t sm_count) { return 2 * ceil_div(n, 64) * ceil_div(m, 16) <= sm_count; }
+
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw) {
   return linear_kernels(m, n, k, f, hw, WeightOnlyKernel::automatic);
 }
@@ -930,7 +932,17 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
     kl.tensor = TensorPath::library;
     kl.ctas = int64_t(hw.sm_count) * 2;
     kl.ctas_per_sm = 2;
-    return {kl};
+    if (f == WeightFormat::fp8 || !library_splits_k(m, n, hw.sm_count)) return {kl};
+    // ... and where cuBLAS splits k, its reduce kernel after it: a launch inside the stream's pipeline (the graph
+    // floor) moving the least it can (two fp32 partials read, the output written); how the split divides the GEMM
+    // is the library's and is not charged.
+    KernelLaunch reduce;
+    reduce.kernel = "cublas_splitk_reduce";
+    reduce.launch = LaunchMode::graph;
+    reduce.bytes = double(m) * double(n) * (2 * 4 + 2);
+    reduce.write_share = 0.2;
+    reduce.ctas = std::max<int64_t>(1, m * n / 512);
+    return {kl, reduce};
   }
   // weight_only.cu: 8 warps of 16 weight rows per block (k_warps of them to a tile, each over its share of
   // the block's k range, summed in shared memory), chunks of 512 packed bytes per warp streamed into

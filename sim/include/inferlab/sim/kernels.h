@@ -139,6 +139,13 @@ enum class SplitReduce;
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw,
                                          WeightOnlyKernel kernel, int64_t split_k = 0, SplitReduce reduce = SplitReduce{});
 std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, WeightFormat f, const Hardware& hw);
+// Whether cuBLAS splits k (a GEMM kernel writing partial sums, then cublasLt::splitKreduce_kernel): where its output
+// tiles of 64 weight rows x 16 tokens are at most half the SMs. Seen with ncu on the H100 (CUDA 13.0, 2026-11-25,
+// kernels/gemm/NOTES.md r5) and in the times (4096 x 4096: 17.3-17.5 us to 16 tokens, 16.4-16.5 at 32-64): 1024 x 4096
+// at 1, 16 and 64 tokens (16-64 tiles), 4096 x 4096 at 1 (64) but not at 64, 14336 x 4096 not at 64; 4096 x 14336
+// splits at 64 tokens too (long k: where the rule misses, 3.5% fast). The library's heuristic, not ours: a rule for the
+// shapes measured. bf16 only: cuBLASLt's fp8 kernels were not looked at.
+bool library_splits_k(int64_t m, int64_t n, int64_t sm_count);
 // A memory-streaming kernel over the whole GPU (norms, rope, activations, residual adds, copies).
 KernelLaunch streaming_kernel(const std::string& name, double bytes, double write_share, double fp32_ops,
                               const Hardware& hw);
