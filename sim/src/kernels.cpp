@@ -712,8 +712,11 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
       n / 16 < kMmaTmaMinTiles)
     return false;
   if (m == 1) return true;
-  // A cluster's sums of its tiles must fit beside the ring (plan_weight_only's "do not fit").
+  // Clusters of at most 2: clusters of 4 and 8 run on 124 of the H100's 132 SMs (NOTES.md c1, the placement probe), so
+  // a grid of one block an SM in clusters of 4 (33) would leave two of them for a second wave.
   const int64_t split = weight_only_mma_tma_split(m, k), tiles = n / 16;
+  if (split > 2) return false;
+  // A cluster's sums of its tiles must fit beside the ring (plan_weight_only's "do not fit").
   const int64_t clusters = std::min<int64_t>(tiles, std::max<int64_t>(1, sm_count / split));
   return weight_only_mma_tma_smem_bytes(f, k, ceil_div(tiles, clusters), m, split) <= (227 << 10);
 }

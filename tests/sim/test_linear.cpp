@@ -515,6 +515,11 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 28672, 8192, 132).kernel, WeightOnlyKernel::wgmma_tma);
   EXPECT_THROW(plan_weight_only(WeightFormat::int4, 16, 28672, 8192, 132, WeightOnlyKernel::mma_tma), Error);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 28672, 8192, 132).kernel, WeightOnlyKernel::mma_tma);
+  // ... and in clusters of at most 2 (4 and 8 leave SMs out): k = 8192 at 16 tokens splits 4 ways, k = 16384 at 8
+  // tokens 4 ways; both run when named.
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 8192, 132).kernel, WeightOnlyKernel::wgmma_tma);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 16384, 132).kernel, WeightOnlyKernel::mma);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 8192, 132, WeightOnlyKernel::mma_tma).cluster, 4);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 14336, 132).kernel, WeightOnlyKernel::mma);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 9, 4096, 14336, 132).kernel, WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);

@@ -329,7 +329,8 @@ std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, in
 // groups a warp: the MLP's 14336 x 4096 and the 4096 x 4096 projections, not k = 14336). Measured on the H100 (NOTES.md
 // r3, bench_gemm, us, m = 4 / 8 / 16, mma or wgmma_tma (the plan before) -> mma_tma): 14336 x 4096 18.5 / 19.2 / 23.7
 // -> 17.0 / 17.7 / 22.3; 4096 x 4096 11.0 / 11.6 / 12.5 -> 9.1 / 9.7 / 11.9; 1024 x 4096 7.1 / 7.1 / 10.3 -> 6.8 / 7.1 /
-// 8.8. So int4 at 2 to 16 tokens where it runs and a cluster's sums fit beside the ring (at 9-16 wgmma_tma until the
+// 8.8. So int4 at 2 to 16 tokens where it runs in clusters of at most 2 (clusters of 4 and 8 run on 124 of the 132
+// SMs: NOTES.md c1) and a cluster's sums fit beside the ring (at 9-16 wgmma_tma until the
 // model named the tile barrier's drain, NOTES.md r4: 14-22% fast before, 13-17% after; compression from 21ede61: 14336 x
 // 4096 at m = 16 24.1 -> 22.5 us, 1024 x 4096 10.3 -> 8.9; 20.3 on 14336 x 4096 after r5 batched the cluster's sums).
 bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper);
