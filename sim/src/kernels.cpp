@@ -576,7 +576,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.ctas = std::min<int64_t>(plan.row_tiles, sm_count);
     if (m > 1) {
       plan.cluster = int(weight_only_mma_tma_split(m, k));
-      const int64_t clusters = std::min<int64_t>(plan.row_tiles, std::max<int64_t>(1, sm_count / plan.cluster));
+      const int64_t clusters = std::min<int64_t>(plan.row_tiles, weight_only_mma_tma_clusters(plan.cluster, sm_count));
       plan.ctas = clusters * plan.cluster;
       const int64_t smem =
           weight_only_mma_tma_smem_bytes(f, k, ceil_div(plan.row_tiles, clusters), m, plan.cluster);
@@ -694,6 +694,11 @@ int64_t weight_only_mma_tma_split(int64_t m, int64_t k) {
   return 0;
 }
 
+int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count) {
+  if (split <= 2) return std::max<int64_t>(1, sm_count / split);
+  return std::max<int64_t>(1, sm_count * 120 / 132 / split);
+}
+
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m, int64_t split) {
   const bool int4 = f == WeightFormat::int4;
   const int64_t ring = kMmaTmaStages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
@@ -717,7 +722,7 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
   const int64_t split = weight_only_mma_tma_split(m, k), tiles = n / 16;
   if (split > 2) return false;
   // A cluster's sums of its tiles must fit beside the ring (plan_weight_only's "do not fit").
-  const int64_t clusters = std::min<int64_t>(tiles, std::max<int64_t>(1, sm_count / split));
+  const int64_t clusters = std::min<int64_t>(tiles, weight_only_mma_tma_clusters(split, sm_count));
   return weight_only_mma_tma_smem_bytes(f, k, ceil_div(tiles, clusters), m, split) <= (227 << 10);
 }
 

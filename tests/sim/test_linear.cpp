@@ -519,7 +519,11 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   // tokens 4 ways; both run when named.
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 8192, 132).kernel, WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 16384, 132).kernel, WeightOnlyKernel::mma);
-  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 8192, 132, WeightOnlyKernel::mma_tma).cluster, 4);
+  const WeightOnlyPlan four = plan_weight_only(WeightFormat::int4, 16, 4096, 8192, 132, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(four.cluster, 4);
+  EXPECT_EQ(four.ctas, 120);  // 30 clusters of 4 fit at once (the probe), not 33
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 12, 4096, 16384, 132, WeightOnlyKernel::mma_tma).ctas, 120);  // 15 x 8
+  EXPECT_EQ(weight_only_mma_tma_clusters(2, 132), 66);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 14336, 132).kernel, WeightOnlyKernel::mma);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 9, 4096, 14336, 132).kernel, WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);
