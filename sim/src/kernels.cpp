@@ -516,6 +516,17 @@ int weight_only_mma_blocks_per_sm(int m_tiles, int64_t n, int64_t sm_count) {
 namespace {
 // The shared memory one mma block may take at blocks_per_sm blocks an SM: its share of the SM's 227 KB less 1 KB.
 int64_t mma_block_smem_budget(int blocks_per_sm) { return (227 << 10) / blocks_per_sm - (1 << 10); }
+
+// The mma_tma kernel at 2 to 16 tokens in clusters of `split` blocks: the clusters its plan asks for (one a share of the
+// row tiles) and the shared memory that gives each block (the cluster's sums of its share beside the ring).
+struct MmaTmaTokensGrid {
+  int64_t clusters, smem;
+  bool fits() const { return smem <= (227 << 10); }
+};
+MmaTmaTokensGrid mma_tma_tokens_grid(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t split, int64_t sm_count) {
+  const int64_t tiles = n / 16, clusters = std::min<int64_t>(tiles, weight_only_mma_tma_clusters(split, sm_count));
+  return {clusters, weight_only_mma_tma_smem_bytes(f, k, ceil_div(tiles, clusters), m, split)};
+}
 }  // namespace
 
 int64_t weight_only_smem_bytes(WeightFormat f, int64_t m, int mt, int64_t kb, int k_warps, int cluster) {
@@ -576,13 +587,11 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.ctas = std::min<int64_t>(plan.row_tiles, sm_count);
     if (m > 1) {
       plan.cluster = int(weight_only_mma_tma_split(m, k));
-      const int64_t clusters = std::min<int64_t>(plan.row_tiles, weight_only_mma_tma_clusters(plan.cluster, sm_count));
-      plan.ctas = clusters * plan.cluster;
-      const int64_t smem =
-          weight_only_mma_tma_smem_bytes(f, k, ceil_div(plan.row_tiles, clusters), m, plan.cluster);
-      if (smem > (227 << 10))
+      const MmaTmaTokensGrid grid = mma_tma_tokens_grid(f, m, n, k, plan.cluster, sm_count);
+      plan.ctas = grid.clusters * plan.cluster;
+      if (!grid.fits())
         throw Error("linear: the mma_tma weight-only kernel's cluster sums of " + std::to_string(plan.row_tiles) +
-                    " row tiles do not fit a block's shared memory (" + std::to_string(smem) + " bytes)");
+                    " row tiles do not fit a block's shared memory (" + std::to_string(grid.smem) + " bytes)");
     }
     plan.blocks_per_sm = 1;
     plan.k_warps = kMmaTmaConsumerWarps;
@@ -719,11 +728,9 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
   if (m == 1) return true;
   // Clusters of at most 2: clusters of 4 and 8 run on 124 of the H100's 132 SMs (NOTES.md c1, the placement probe), so
   // a grid of one block an SM in clusters of 4 (33) would leave two of them for a second wave.
-  const int64_t split = weight_only_mma_tma_split(m, k), tiles = n / 16;
-  if (split > 2) return false;
-  // A cluster's sums of its tiles must fit beside the ring (plan_weight_only's "do not fit").
-  const int64_t clusters = std::min<int64_t>(tiles, weight_only_mma_tma_clusters(split, sm_count));
-  return weight_only_mma_tma_smem_bytes(f, k, ceil_div(tiles, clusters), m, split) <= (227 << 10);
+  const int64_t split = weight_only_mma_tma_split(m, k);
+  // ... and where a cluster's sums of its tiles fit beside the ring (plan_weight_only's "do not fit").
+  return split <= 2 && mma_tma_tokens_grid(f, m, n, k, split, sm_count).fits();
 }
 
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper) {
@@ -902,7 +909,7 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
   if (m > 1) {
     constexpr double kSumCycles = 16 * 33.0;  // a tile's sums: 16 dependent shared loads after the barrier
     // ... and the chain the barrier drains (once a tile)
-    const double stages_a_tile = double(k / 2048 / plan.cluster);
+    const double stages_a_tile = double(plan.units / plan.row_tiles) / plan.cluster;
     per_stage += (kSumCycles + ch.alone) / stages_a_tile;
     kl.l2_bytes = double(plan.ctas) * 8.0 * plan.m_tiles * double(plan.k_per_block) * 2;
     if (plan.cluster > 1) kl.epilogue_l2_round_trips = 1;

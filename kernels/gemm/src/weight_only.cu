@@ -35,6 +35,7 @@
 
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/kernel_attributes.h"
+#include "inferlab/kernels/common/sm90_async.cuh"
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/kernels.h"
@@ -100,12 +101,7 @@ __device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const
 // Split-k in a cluster (Hopper): the blocks of a row tile's k splits are one cluster along y.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define INFERLAB_WO_CLUSTER 1
-// A shared::cta address of this block as the shared::cluster address of the same variable in block `rank`.
-__device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
-  uint32_t a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
-  return a;
-}
+using sm90::cluster_addr;  // a shared::cta address as the shared::cluster address of the same variable in block `rank`
 __device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
 // One fp32 into another block's shared memory, its 4 bytes completing on that block's mbarrier.

@@ -269,21 +269,12 @@ struct TokensLayout {
   }
 };
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ float4 ld_cluster_f32x4(const void* p, uint32_t rank) {  // 16-byte aligned
-  uint32_t a;
+// Four fp32 of another block's shared memory (a shared::cluster address from sm90::cluster_addr, 16-byte aligned).
+__device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t addr) {
   float4 v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(shared_addr(p)), "r"(rank));
   asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(a)
+               : "r"(addr)
                : "memory");
   return v;
 }
@@ -294,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
   extern __shared__ __align__(128) unsigned char smem[];
-  const int split = p.split, rank = split > 1 ? int(cluster_rank()) : 0;
+  const int split = p.split, rank = split > 1 ? int(sm90::cluster_rank()) : 0;
   const int clusters = p.blocks / split, cluster = blockIdx.x / split;
   const int t_begin = int(int64_t(cluster) * p.tiles / clusters);
   const int tiles = int(int64_t(cluster + 1) * p.tiles / clusters) - t_begin;
@@ -460,7 +451,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (split > 1) {  // every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split
     // Four outputs (rows) a thread: every block's four first (independent loads in flight), then the adds in rank order.
-    cluster_sync_all();
+    sm90::cluster_sync();
     constexpr int kQuads = 16 * T / 4;  // a tile's outputs in fours
     const int mine = (tiles - rank + split - 1) / split;
     for (int i = tid; i < mine * kQuads; i += kThreads) {
@@ -469,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float4 q[8];
 #pragma unroll
       for (int r = 0; r < 8; ++r)
-        if (r < split) q[r] = ld_cluster_f32x4(part + tile * 16 * T + o, uint32_t(r));
+        if (r < split) q[r] = ld_cluster_f32x4(sm90::cluster_addr(part + tile * 16 * T + o, uint32_t(r)));
       float4 v = q[0];
 #pragma unroll
       for (int r = 1; r < 8; ++r)
@@ -479,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       out[0] = __floats2bfloat162_rn(v.x, v.y);
       out[1] = __floats2bfloat162_rn(v.z, v.w);
     }
-    cluster_sync_all();  // no block leaves while another reads its shared memory
+    sm90::cluster_sync();  // no block leaves while another reads its shared memory
   }
 #else
   __trap();  // built for a GPU without sm_90a: the plan never selects this kernel there

@@ -314,9 +314,10 @@ constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (wei
 constexpr int64_t weight_only_mma_tma_token_tiles(int64_t m) { return m <= 8 ? 1 : 2; }
 constexpr int64_t kMmaTmaMaxGroupTiles = 2;
 int64_t weight_only_mma_tma_split(int64_t m, int64_t k);  // 0: none within 8 blocks
-// Its clusters of `split` blocks that fit the GPU at once, one block an SM: every SM in pairs, but the H100's GPCs hold
-// whole clusters of 3 to 8 on fewer SMs (scripts/probes/cluster_occupancy.cu, cudaOccupancyMaxActiveClusters at 160-224
-// KB: 3 -> 39, 4 -> 30, 5 -> 22, 6 -> 17, 7 -> 15, 8 -> 15 clusters); the plan asks no more (4 and 8: 120 of 132 SMs).
+// Its clusters of `split` (1, 2, 4 or 8) blocks that fit the GPU at once, one block an SM: every SM in pairs, but the
+// H100's GPCs hold whole clusters of 4 and 8 on 120 of its 132 SMs (scripts/probes/cluster_occupancy.cu,
+// cudaOccupancyMaxActiveClusters at 160-224 KB: 1 / 2 / 4 / 8 -> 132 / 66 / 30 / 15; 3, 5, 6, 7 -> 39, 22, 17, 15, which
+// this rule does not give and no split takes); the plan asks no more.
 int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count);
 // Its shared memory for k columns, at most max_tiles 16-row tiles a cluster, m tokens and split blocks along k.
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m = 1, int64_t split = 1);

@@ -2,7 +2,7 @@
 // Hopper's asynchronous pieces shared by the wgmma kernels (attention/flash_fwd_sm90*.cu,
 // gemm/weight_only_sm90*.cu): the wgmma shared-memory descriptor of a 128-byte-swizzled operand, the
 // async-proxy fence, the mbarriers their rings of stages complete on, and the bulk and tensor copies that fill
-// them (built for sm_90a only).
+// them (built for sm_90a only), and the thread-block cluster's rank, addresses and barrier (sm_90).
 #include <cstdint>
 
 #include <cuda.h>  // CUtensorMap
@@ -58,6 +58,23 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
           shared_addr(dst)),
       "l"(src), "r"(bytes), "r"(shared_addr(bar)), "l"(policy)
       : "memory");
+}
+
+// Thread-block clusters (sm_90; gemm/weight_only.cu's split-k in a cluster uses cluster_addr too): this block's rank,
+// a shared::cta address as the shared::cluster address of the same variable in block `rank`, and the cluster-wide
+// barrier (release / acquire: every block's writes before it are visible to every block after it).
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(shared_addr(p)), "r"(rank));
+  return a;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 // An L2 policy for data read once (evict first) or by every block (evict last).
