@@ -596,7 +596,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.blocks_per_sm = 1;
     plan.k_warps = kMmaTmaConsumerWarps;
     plan.k_per_block = k / plan.cluster;
-    plan.stages = kMmaTmaStages;
+    plan.stages = weight_only_mma_tma_stages(f);
     plan.units = plan.row_tiles * (k / (f == WeightFormat::int4 ? 64 : 32) / kMmaTmaStageChunks);  // stages in all
     plan.m_tiles = int(weight_only_mma_tma_token_tiles(m));
     return plan;
@@ -710,15 +710,16 @@ int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count) {
 
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m, int64_t split) {
   const bool int4 = f == WeightFormat::int4;
-  const int64_t ring = kMmaTmaStages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
+  const int64_t stages = weight_only_mma_tma_stages(f);
+  const int64_t ring = stages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
   if (m > 1) {  // the ring; the warps' tile sums [2][warps][16 tokens][16 rows] (also X's staging); X's group sums
                 // [warps][4][16 tokens]; split > 1: the cluster's tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
     const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m);
     return ring + (2 * 16 * 16 + 4 * 16) * kMmaTmaConsumerWarps * 4 + (split > 1 ? max_tiles * 16 * tokens * 4 : 0) +
-           2 * kMmaTmaStages * 8;
+           2 * stages * 8;
   }
   const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
-  return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * kMmaTmaStages + 2) * 8;
+  return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * stages + 2) * 8;
 }
 
 bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper) {
@@ -879,7 +880,7 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //   - the fill: X's row and the first stages requested together at the block's start (one round trip; int4's first
 //     box waits for the tensor map first: two), beside the stream once (one wave);
 //   - the consumers: per stage two chunks a warp of the shared-tile loop (its counts per chunk), a latency-bound
-//     chain off the copies' latency (the ring holds S - 1 stages in flight);
+//     chain off the copies' latency (the ring's stages all in flight: weight_only_mma_tma_stages);
 //   - no split-k: a tile's warps sum in shared memory and one warp stores its 16 outputs.
 //   - 2 to 16 tokens (int4): the mma kernel's loop at m_tiles n8 tiles (its counts per chunk: the same products and
 //     dequantization, X's fragments held in registers instead of read by ldmatrix), each warp's pieces of X from L2

@@ -510,10 +510,12 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(pick(WeightFormat::int4, 9), WeightOnlyKernel::mma_tma);
   EXPECT_EQ(pick(WeightFormat::int4, 16), WeightOnlyKernel::mma_tma);
   EXPECT_EQ(pick(WeightFormat::int4, 17), WeightOnlyKernel::wgmma_tma);
-  // ... and where a cluster's sums fit beside the ring: Llama-3-70B's 28672 x 8192 at 16 tokens (clusters of 4, 55
-  // tiles each) does not; the kernel refuses it by name, automatic takes wgmma_tma.
+  // ... and where a cluster's sums fit beside the ring: Llama-3-70B's 28672 x 8192 at 16 tokens (30 clusters of 4, 60
+  // tiles each, 60 KB of sums) fits beside the 3-stage ring (not beside the 8 stages before); automatic takes
+  // wgmma_tma there (clusters of 4). A 131072 x 8192 head (274 tiles a cluster) does not fit: the kernel refuses it.
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 28672, 8192, 132).kernel, WeightOnlyKernel::wgmma_tma);
-  EXPECT_THROW(plan_weight_only(WeightFormat::int4, 16, 28672, 8192, 132, WeightOnlyKernel::mma_tma), Error);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 28672, 8192, 132, WeightOnlyKernel::mma_tma).ctas, 120);
+  EXPECT_THROW(plan_weight_only(WeightFormat::int4, 16, 131072, 8192, 132, WeightOnlyKernel::mma_tma), Error);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 28672, 8192, 132).kernel, WeightOnlyKernel::mma_tma);
   // ... and in clusters of at most 2 (4 and 8 leave SMs out): k = 8192 at 16 tokens splits 4 ways, k = 16384 at 8
   // tokens 4 ways; both run when named.

@@ -9,8 +9,8 @@
 //   - one block an SM (a persistent grid of min(SMs, n / 16) blocks), each taking an equal contiguous share of the
 //     16-row tiles. quant.h stores a tile's chunks contiguously ([n/16][k/C] chunks of 512 bytes), so a block's
 //     weight is one run of bytes, cut into stages of 32 chunks (16 KB: int4 2048 columns, int8 1024);
-//   - one producer thread copies them through a ring of kMmaTmaStages stages (cp.async.bulk, L2 evict-first,
-//     completing on the stage's `full` mbarrier) and int4's scales of the stage (16 rows x 16 groups) as one box of a
+//   - one producer thread copies them through a ring of weight_only_mma_tma_stages stages (int4 3, int8 4: more bytes in
+//     flight measured slower; cp.async.bulk, L2 evict-first, completing on the stage's `full` mbarrier) and int4's scales of the stage (16 rows x 16 groups) as one box of a
 //     2-d tensor map over [k/128][n]; X's row is one bulk copy at the start. Nothing the consumers compute delays a
 //     copy: the producer waits only for a stage to be released (`empty`, one arrival a consumer warp);
 //   - 16 consumer warps take two chunks each of every stage (an int4 group or 64 int8 columns) from shared memory
@@ -54,7 +54,8 @@ using sm90::shared_addr;
 using sm90::tma_load_2d;
 
 constexpr int kWarps = kMmaTmaConsumerWarps, kConsumers = kWarps * 32, kThreads = kConsumers + 32;
-constexpr int kS = kMmaTmaStages, kStageChunks = kMmaTmaStageChunks, kStageBytes = kStageChunks * 512;
+constexpr int kStageChunks = kMmaTmaStageChunks, kStageBytes = kStageChunks * 512;
+constexpr int kS4 = weight_only_mma_tma_stages(WeightFormat::int4), kS8 = weight_only_mma_tma_stages(WeightFormat::int8);
 constexpr int kWarpChunks = kStageChunks / kWarps;  // 2: an int4 group, 64 int8 columns
 constexpr int kSideBytes = 16 * 16 * 4;             // int4: the stage's scales, [16 groups][16 rows] uint32
 static_assert(kWarpChunks == 2, "a warp's two chunks of a stage are one int4 group");
@@ -77,6 +78,7 @@ struct RingParams {
 struct Layout {
   int side, x, aux, red, bars, bytes;
   __host__ __device__ Layout(bool int4, int k, int max_tiles) {
+    const int kS = int4 ? kS4 : kS8;
     side = kS * kStageBytes;
     x = side + (int4 ? kS * kSideBytes : 0);
     aux = x + k * 2;
@@ -94,6 +96,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kInt4 = F == WeightFormat::int4;
   constexpr int C = kInt4 ? 64 : 32;  // weight columns a chunk
+  constexpr int kS = kInt4 ? kS4 : kS8;
   extern __shared__ __align__(128) unsigned char smem[];
   const int t_begin = int(int64_t(blockIdx.x) * p.tiles / p.blocks);
   const int tiles = int(int64_t(blockIdx.x + 1) * p.tiles / p.blocks) - t_begin;
@@ -260,6 +263,7 @@ constexpr int kTokRed = 2 * kWarps * 16 * 16;  // floats: the warps' tile sums, 
 struct TokensLayout {
   int side, red, xsum, part, bars, bytes;
   __host__ __device__ TokensLayout(int nt, int max_tiles, int split) {
+    constexpr int kS = kS4;
     side = kS * kStageBytes;
     red = side + kS * kSideBytes;
     xsum = red + kTokRed * 4;
@@ -284,6 +288,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     weight_only_mma_tma_tokens_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
+  constexpr int kS = kS4;
   extern __shared__ __align__(128) unsigned char smem[];
   const int split = p.split, rank = split > 1 ? int(sm90::cluster_rank()) : 0;
   const int clusters = p.blocks / split, cluster = blockIdx.x / split;

@@ -300,10 +300,16 @@ struct WeightOnlyPlan {
 };
 // The mma_tma kernel's ring (weight_only_mma_tma.cu), in one place: stages of 32 chunks (16 KB of packed weight: int4
 // 16 rows x 2048 columns, int8 x 1024) and, for int4, the stage's scales (16 rows x 16 groups, 1 KB); 16 consumer
-// warps, two chunks each a stage; 8 stages (128 KB in flight an SM, beside X's row).
+// warps, two chunks each a stage.
 constexpr int kMmaTmaStageChunks = 32;
 constexpr int kMmaTmaConsumerWarps = 16;
-constexpr int kMmaTmaStages = 8;
+// Its stages (all of them in flight an SM, beside X's row): int4 3 (51 KB, 6.7 MB over 132 SMs), int8 4 (64 KB). More
+// bytes in flight are slower, not faster: 8 stages (17 MB over the GPU) measured on the H100 (kernels/gemm/NOTES.md r6;
+// bench_gemm, two machines, in-flight limited by the producer, us, 8 -> 3 / 4 stages): int4 m = 1 14336 x 4096 18.4 ->
+// 17.4 / 18.1 (the other machine 18.4 -> - / 17.7), 4096 x 14336 17.6 -> 17.1 / 17.2, 16 tokens on 14336 x 4096 19.8 ->
+// 19.1 / 19.6, 8 tokens 17.3 -> 17.1 / 16.7; int8 m = 1 14336 x 4096 25.6 -> 25.6 / 25.1 (25.8 -> - / 25.2), 4096 x
+// 14336 25.3 -> 24.9 / 24.8; 4096 x 4096 and 1024 x 4096 within 0.1.
+constexpr int weight_only_mma_tma_stages(WeightFormat f) { return f == WeightFormat::int4 ? 3 : 4; }
 constexpr int64_t kMmaTmaMaxK = 16384;   // X's row (bf16) in shared memory beside the ring
 constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (weight_only_mma_tma_automatic)
 // At 2 to 16 tokens (int4): the tokens in n8 tiles (B's columns), X's B fragments held in registers for the warp's
