@@ -836,11 +836,16 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
 //   - a block's path: its first boxes wait for the tensor map (a __grid_constant__ parameter the TMA unit fetches
 //     from memory, never prefetched: prefetch.tensormap is not issued), then for their data: two round trips; its
 //     units at the consumers' chain, off the copies' latency (S - 1 units in flight), but never before their
-//     copies have landed: a producer thread's copies arrive at that thread's bulk-copy rate (PipeCeilings::
-//     bulk_copy_dram_bandwidth / bulk_copy_l2_bandwidth, the probe's 44.4 and 31.3 GB/s on the H100), the block's
-//     P producers taking the units in turn, so the consumers finish one unit's chain after the last producer's
-//     ceil(U / P) units have landed. It binds where a block's producers are few for its bytes (int8 at N = 64: one
-//     producer, 32 KB a unit: 3.6 us for 4 units on 1024 x 4096 against a 1.8 us chain); on the full grid DRAM binds;
+//     copies have landed: a block's copies arrive at the bulk-copy rate the probe measured for one copying thread
+//     a block (PipeCeilings::bulk_copy_dram_bandwidth / bulk_copy_l2_bandwidth, 44.4 and 31.3 GB/s on the H100; two
+//     blocks an SM pull twice), whatever the block's producer count, so the consumers finish one unit's chain after
+//     all U of the block's units have landed. Until 2026-11-28 the P producers (int4 4, 2:4 2 at N = 64) were
+//     credited P times that rate: every point of theirs on the grids where it binds was predicted fast (int4 at
+//     m = 64 12-25%, 2:4 on 1024 x 4096 14%; 7-13% and 1% with one rate a block: kernels/gemm/NOTES.md r6). What
+//     more producers gain (tma2: int4 at m = 64 41.5 -> 36.3 us from one to four) is then in the copies' issue
+//     (~120 cycles a copy from one thread, 11 a unit), which the model does not charge. It binds where a block's
+//     bytes are many for its chain (int8 at N = 64: 32 KB a unit, 3.6 us for 4 units on 1024 x 4096 against a
+//     1.8 us chain); on the full grid DRAM binds;
 //   - the write-out (stream_k_write_out: three round trips), and int8's channel scales, loaded (__ldg) at
 //     every tile's end before its sums: one more. The persistent blocks end their equal shares together, so the
 //     last write-out stands after the stream as it stands after the chain (KernelLaunch::wave_round_trips, one wave).
@@ -860,9 +865,7 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
   const double resident_warps = 8.0 * plan.blocks_per_sm, units = units_per_cta(plan);
   const double consumers = latency_bound_cycles(ch, lp.total(), units, resident_warps, p);
   const double last_unit = latency_bound_cycles(ch, lp.total(), 1, resident_warps, p);
-  const double per_producer = std::ceil(units / weight_only_tma_producers(f, plan.tokens));
-  const double copies =
-      per_producer * (w_unit / p.bulk_copy_dram_bandwidth + x_unit / p.bulk_copy_l2_bandwidth) * p.sm_clock_hz;
+  const double copies = units * (w_unit / p.bulk_copy_dram_bandwidth + x_unit / p.bulk_copy_l2_bandwidth) * p.sm_clock_hz;
   kl.cta_cycles = std::max(consumers, copies + last_unit);
   const double fill = 2, write_out = stream_k_write_out(plan, m, n, k, kl) + (f == WeightFormat::int8 ? 1 : 0);
   kl.cta_round_trips = fill + write_out;

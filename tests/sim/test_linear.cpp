@@ -568,8 +568,8 @@ Prediction weight_only_prediction(const Hardware& hw, int64_t m, int64_t n, int6
   return predict(op, hw);
 }
 
-// wgmma_tma: a producer thread's copies arrive at that thread's bulk-copy rate (PipeCeilings::bulk_copy_*: the
-// probe's 44.4 GB/s from HBM, 31.3 from L2). On 1024 x 4096 at 64 tokens int8's one producer a block copies 4 units
+// wgmma_tma: a block's copies arrive at one copying thread's bulk-copy rate (PipeCeilings::bulk_copy_*: the
+// probe's 44.4 GB/s from HBM, 31.3 from L2), whatever its producer count. On 1024 x 4096 at 64 tokens int8's one producer a block copies 4 units
 // of 32 KB (16 KB of weight, 16 KB of X): 3.6 us, twice its consumers' chain, so it sets the block's path and the
 // launch's time; on the MLP shape (132 blocks of 28 units) DRAM binds and the copy rate does not count.
 TEST(WeightOnlyModel, OneThreadsBulkCopiesBoundASmallGridNotTheFullOne) {
@@ -598,12 +598,17 @@ TEST(WeightOnlyModel, OneThreadsBulkCopiesBoundASmallGridNotTheFullOne) {
   EXPECT_EQ(pf.dominant, "memory");
   EXPECT_GT(pf.memory_s, pf.latency_s);
   EXPECT_DOUBLE_EQ(weight_only_prediction(faster, 64, 14336, 4096, WeightFormat::int8).time_s, pf.time_s);
-  // int4 at 64 tokens splits a block's units among 4 producers: one unit each on 1024 x 4096, under the chain.
+  // int4 at 64 tokens has 4 producers a block, but a block's copies arrive at one copying thread's rate whatever
+  // its producers (until 2026-11-28 the model credited them 4x: its int4 points at m = 64 were 12-25% fast,
+  // 1024 x 4096 25%; NOTES.md r6): its 4 units of 8.5 KB of weight and scales and 16 KB of X land after 2.9 us.
+  ASSERT_EQ(weight_only_tma_producers(WeightFormat::int4, 64), 4);
   KernelLaunch int4;
   weight_only_prediction(hw, 64, 1024, 4096, WeightFormat::int4, &int4);
   KernelLaunch int4_faster;
   weight_only_prediction(faster, 64, 1024, 4096, WeightFormat::int4, &int4_faster);
-  EXPECT_DOUBLE_EQ(int4.cta_cycles, int4_faster.cta_cycles);
+  const double int4_copies_s = 4 * ((8192 + 512) / p.bulk_copy_dram_bandwidth + 16384 / p.bulk_copy_l2_bandwidth);
+  EXPECT_GT(int4.cta_cycles / p.sm_clock_hz, int4_copies_s);
+  EXPECT_LT(int4_faster.cta_cycles, int4.cta_cycles - 0.5e-6 * p.sm_clock_hz);
 }
 
 // cuBLAS splits k where its output tiles (64 weight rows x 16 tokens) are at most half the SMs, then reduces in a
