@@ -9,8 +9,9 @@
 //   - one block an SM (a persistent grid of min(SMs, n / 16) blocks), each taking an equal contiguous share of the
 //     16-row tiles. quant.h stores a tile's chunks contiguously ([n/16][k/C] chunks of 512 bytes), so a block's
 //     weight is one run of bytes, cut into stages of 32 chunks (16 KB: int4 2048 columns, int8 1024);
-//   - one producer thread copies them through a ring of weight_only_mma_tma_stages stages (int4 3, int8 4: more bytes in
-//     flight measured slower; cp.async.bulk, L2 evict-first, completing on the stage's `full` mbarrier) and int4's scales of the stage (16 rows x 16 groups) as one box of a
+//   - one producer thread copies them through a ring of weight_only_mma_tma_stages stages (int4 3, int8 4: more
+//     bytes in flight measured slower; cp.async.bulk, L2 evict-first, completing on the stage's `full` mbarrier)
+//     and int4's scales of the stage (16 rows x 16 groups) as one box of a
 //     2-d tensor map over [k/128][n]; X's row is one bulk copy at the start. Nothing the consumers compute delays a
 //     copy: the producer waits only for a stage to be released (`empty`, one arrival a consumer warp);
 //   - 16 consumer warps take two chunks each of every stage (an int4 group or 64 int8 columns) from shared memory

@@ -41,7 +41,9 @@ struct PipeCeilings {
   double read_bandwidth = 0;   // bytes/s the whole GPU reads (read-only streams); 0: memory_bandwidth
   double l2_bandwidth = 0;     // bytes/s the whole GPU reads from L2 (L2-resident data)
   // bytes/s ONE thread's bulk copies (cp.async.bulk, Hopper's copy engine) pull into shared memory, from DRAM and
-  // from L2: a copying thread's copies are processed one after another, so the rate is the thread's, not the SM's.
+  // from L2: a copying thread's copies are processed one after another, so the rate is the thread's, not the SM's
+  // (two blocks an SM pull twice); more copying threads in one block were not seen to raise it (the wgmma_tma
+  // kernel's four producers, kernels/gemm/NOTES.md r6), so the model takes it as a block's.
   double bulk_copy_dram_bandwidth = 0;
   double bulk_copy_l2_bandwidth = 0;
   double launch_floor_eager_s = 0;  // an event-timed launch of a near-empty kernel
