@@ -569,9 +569,10 @@ Prediction weight_only_prediction(const Hardware& hw, int64_t m, int64_t n, int6
 }
 
 // wgmma_tma: a block's copies arrive at one copying thread's bulk-copy rate (PipeCeilings::bulk_copy_*: the
-// probe's 44.4 GB/s from HBM, 31.3 from L2), whatever its producer count. On 1024 x 4096 at 64 tokens int8's one producer a block copies 4 units
-// of 32 KB (16 KB of weight, 16 KB of X): 3.6 us, twice its consumers' chain, so it sets the block's path and the
-// launch's time; on the MLP shape (132 blocks of 28 units) DRAM binds and the copy rate does not count.
+// probe's 44.4 GB/s from HBM, 31.3 from L2), whatever its producer count. On 1024 x 4096 at 64 tokens int8's one
+// producer a block copies 4 units of 32 KB (16 KB of weight, 16 KB of X): 3.6 us, twice its consumers' chain, so it
+// sets the block's path and the launch's time; on the MLP shape (132 blocks of 28 units) DRAM binds and the copy
+// rate does not count.
 TEST(WeightOnlyModel, OneThreadsBulkCopiesBoundASmallGridNotTheFullOne) {
   const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
   const PipeCeilings& p = hw.pipes;
