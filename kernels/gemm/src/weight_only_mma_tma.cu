@@ -13,12 +13,15 @@
 //     bytes in flight measured slower; cp.async.bulk, L2 evict-first, completing on the stage's `full` mbarrier)
 //     and int4's scales of the stage (16 rows x 16 groups) as one box of a
 //     2-d tensor map over [k/128][n]; X's row is one bulk copy at the start. Nothing the consumers compute delays a
-//     copy: the producer waits only for a stage to be released (`empty`, one arrival a consumer warp);
+//     copy: the producer waits only for a stage to be released (`empty`, one arrival a consumer warp; int4 releases
+//     a stage once its reads are issued, before the math);
 //   - 16 consumer warps take two chunks each of every stage (an int4 group or 64 int8 columns) from shared memory
 //     (one lds.128 a chunk and lane: a chunk is one lane's A fragments), dequantize and multiply them against X's
-//     row (ldmatrix, every column of B reading it: a column reaches only its own column of the products), and fold
-//     int4's group scales in as the mma kernel does (the 128 and the zero point leave with the group's sum of X);
-//     int8 in fp16 (int8x2_to_f16x2) against X's row converted once to fp16 x 2^e, e from the row's largest |x|;
+//     row (ldmatrix, every column of B reading it: a column reaches only its own column of the products; int4 where a
+//     tile is one or two stages, k = 2048 or 4096, holds those B fragments in registers from the start, and sums a
+//     group's two chunks in two chains), and fold int4's group scales in as the mma kernel does (the 128 and the zero
+//     point leave with the group's sum of X); int8 in fp16 (int8x2_to_f16x2) against X's row converted once to
+//     fp16 x 2^e, e from the row's largest |x|;
 //   - at a tile's last stage the warps leave their 16 sums in shared memory, meet at one named barrier, and one warp
 //     (tile by tile in turn) adds them in a fixed order, scales (int8: the channel scale, 2^-e) and stores: no split-k,
 //     no atomics, no workspace.
@@ -91,7 +94,7 @@ struct Layout {
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
 
-template <WeightFormat F>
+template <WeightFormat F, int XR>
 __global__ void __launch_bounds__(kThreads, 1)
     weight_only_mma_tma_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -181,37 +184,59 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // acc: rows (g, g + 8) of the tile; every column of B is X's row, so every lane of a quad holds the same sums.
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  int j = 0, tile = 0, slot = 0, phase = 0;  // the stage's place in its tile, the block's tile, the ring's slot
-#pragma unroll 1
-  for (int s = 0; s < stages; ++s) {
+  int slot = 0, phase = 0;  // the ring's slot
+  // int4, XR > 0: a tile is XR stages, so the warp meets the same XR stretches of X in every tile: their B fragments
+  // ([h][two k16 steps]) are loaded once, and the stage's only shared loads are its chunks and scales.
+  uint32_t xr[XR > 0 ? XR : 1][2][2][4];
+  auto x_frags = [&](int j, int h, int jj2, uint32_t (&b)[4]) {
+    ldmatrix_x4(b, xs + (j * kStageChunks + warp * kWarpChunks) * C + h * 64 + 32 * jj2 + 8 * (lane >> 3));
+  };
+  if constexpr (XR > 0)
+#pragma unroll
+    for (int j = 0; j < XR; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int jj2 = 0; jj2 < 2; ++jj2) x_frags(j, h, jj2, xr[j][h][jj2]);
+  // One stage at place j of its tile (XR > 0: j a constant).
+  auto stage = [&](int j) {
     mbar_wait(&full[slot], phase);
     const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
     const uint4 cur[2] = {wl[0], wl[32]};
     const int kc = (j * kStageChunks + warp * kWarpChunks) * C;  // the warp's first column in the tile
     if constexpr (kInt4) {
       const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
-      float ga[4] = {0.f, 0.f, 0.f, 0.f};  // the group's sums of (128 + q) x
+      // The stage's reads are issued: release it before the math (the arrive orders them before the slot's refill).
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);
+      // The group's sums of (128 + q) x, its two chunks in two chains.
+      float ga[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t words[4] = {cur[h].x, cur[h].y, cur[h].z, cur[h].w};
 #pragma unroll
-        for (int jj2 = 0; jj2 < 4; jj2 += 2) {
+        for (int jj2 = 0; jj2 < 2; ++jj2) {
           uint32_t b[4];
-          ldmatrix_x4(b, xs + kc + h * 64 + 16 * jj2 + 8 * (lane >> 3));
+          if constexpr (XR > 0) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) b[i] = xr[XR > 1 ? j : 0][h][jj2][i];
+          } else {
+            x_frags(j, h, jj2, b);
+          }
 #pragma unroll
           for (int jj = 0; jj < 2; ++jj) {
-            const uint32_t w = words[jj2 + jj];
+            const uint32_t w = words[2 * jj2 + jj];
             const uint32_t a[4] = {lop3_and_or(w, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 4, 0x000F000Fu, 0x43004300u),
                                    lop3_and_or(w >> 8, 0x000F000Fu, 0x43004300u), lop3_and_or(w >> 12, 0x000F000Fu, 0x43004300u)};
-            mma_bf16(ga, a, b[2 * jj], b[2 * jj + 1]);
+            mma_bf16(ga[h], a, b[2 * jj], b[2 * jj + 1]);
           }
         }
       }
       // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z).
       const float xg = aux[kc / 128];
       const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
-      acc[0] += s0 * ga[0] - s0 * __uint_as_float(sz0 & 0xffff0000u) * xg;
-      acc[2] += s1 * ga[2] - s1 * __uint_as_float(sz1 & 0xffff0000u) * xg;
+      acc[0] += s0 * (ga[0][0] + ga[1][0]) - s0 * __uint_as_float(sz0 & 0xffff0000u) * xg;
+      acc[2] += s1 * (ga[0][2] + ga[1][2]) - s1 * __uint_as_float(sz1 & 0xffff0000u) * xg;
     } else {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -226,23 +251,31 @@ __global__ void __launch_bounds__(kThreads, 1)
           mma_f16(acc, a, b[2 * jj], b[2 * jj + 1]);
         }
       }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
     if (++slot == kS) slot = 0, phase ^= 1;
-    if (++j == per_tile) {  // the tile's last stage: its warps' sums, added by one warp in a fixed order
-      float* r = red + (tile & 1) * kWarps * 16;
-      if (lane % 4 == 0) r[warp * 16 + g] = acc[0], r[warp * 16 + g + 8] = acc[2];
-      consumers_sync();  // (the other buffer's reader, two tiles back, passed the barrier before this one)
-      if (warp == tile % kWarps && lane < 16) {
-        float v = 0.f;
-        for (int w = 0; w < kWarps; ++w) v += r[w * 16 + lane];
-        if constexpr (!kInt4) v *= aux[tile * 16 + lane] * x_inv;
-        p.y[(t_begin + tile) * 16 + lane] = __float2bfloat16_rn(v);
-      }
-      acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
-      j = 0, ++tile;
+  };
+#pragma unroll 1
+  for (int tile = 0; tile < tiles; ++tile) {
+    if constexpr (XR > 0) {
+#pragma unroll
+      for (int j = 0; j < XR; ++j) stage(j);
+    } else {
+#pragma unroll 1
+      for (int j = 0; j < per_tile; ++j) stage(j);
     }
+    // The tile's last stage is in: its warps' sums, added by one warp in a fixed order.
+    float* r = red + (tile & 1) * kWarps * 16;
+    if (lane % 4 == 0) r[warp * 16 + g] = acc[0], r[warp * 16 + g + 8] = acc[2];
+    consumers_sync();  // (the other buffer's reader, two tiles back, passed the barrier before this one)
+    if (warp == tile % kWarps && lane < 16) {
+      float v = 0.f;
+      for (int w = 0; w < kWarps; ++w) v += r[w * 16 + lane];
+      if constexpr (!kInt4) v *= aux[tile * 16 + lane] * x_inv;
+      p.y[(t_begin + tile) * 16 + lane] = __float2bfloat16_rn(v);
+    }
+    acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
   }
 #else
   __trap();  // built for a GPU without sm_90a: the plan never selects this kernel there
@@ -483,10 +516,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <WeightFormat F>
+template <WeightFormat F, int XR = 0>
 void launch(RingParams rp, const void* scales, cudaStream_t stream) {
   constexpr bool kInt4 = F == WeightFormat::int4;
-  auto kernel = weight_only_mma_tma_kernel<F>;
+  auto kernel = weight_only_mma_tma_kernel<F, XR>;
   const int max_tiles = (rp.tiles + rp.blocks - 1) / rp.blocks;
   const Layout L(kInt4, rp.k, max_tiles);
   if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(F, rp.k, max_tiles, 1))
@@ -564,7 +597,10 @@ void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, c
     return launch_tokens<2, 1>(rp, p.scales, stream);
   }
   switch (p.format) {
-    case WeightFormat::int4: return launch<WeightFormat::int4>(rp, p.scales, stream);
+    case WeightFormat::int4:  // X's fragments in registers where a tile is one or two stages (k = 2048, 4096)
+      if (p.k == 2048) return launch<WeightFormat::int4, 1>(rp, p.scales, stream);
+      if (p.k == 4096) return launch<WeightFormat::int4, 2>(rp, p.scales, stream);
+      return launch<WeightFormat::int4>(rp, p.scales, stream);
     case WeightFormat::int8: return launch<WeightFormat::int8>(rp, p.scales, stream);
     default: throw Error("linear (weight-only mma_tma): format " + weight_format_name(p.format) + " has no kernel here");
   }
