@@ -883,7 +883,9 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //   - the fill: X's row and the first stages requested together at the block's start (one round trip; int4's first
 //     box waits for the tensor map first: two), beside the stream once (one wave);
 //   - the consumers: per stage two chunks a warp of the shared-tile loop (its counts per chunk), a latency-bound
-//     chain off the copies' latency (the ring's stages all in flight: weight_only_mma_tma_stages);
+//     chain off the copies' latency (the ring's stages all in flight: weight_only_mma_tma_stages); int4 at k = 2048
+//     and 4096 holds X's fragments in registers and issues no ldmatrix in the loop (NOTES.md r7), counted anyway:
+//     the stream binds there;
 //   - no split-k: a tile's warps sum in shared memory and one warp stores its 16 outputs.
 //   - 2 to 16 tokens (int4): the mma kernel's loop at m_tiles n8 tiles (its counts per chunk: the same products and
 //     dequantization, X's fragments held in registers instead of read by ldmatrix), each warp's pieces of X from L2
