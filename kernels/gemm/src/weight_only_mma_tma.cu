@@ -206,7 +206,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int kc = (j * kStageChunks + warp * kWarpChunks) * C;  // the warp's first column in the tile
     if constexpr (kInt4) {
       const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
-      // The stage's reads are issued: release it before the math (the arrive orders them before the slot's refill).
+      // The stage's reads are issued: release it before the math (the arrive orders them before the slot's refill;
+      // ptxas may still hoist products that need no later register above it).
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[slot]);
       // The group's sums of (128 + q) x, its two chunks in two chains.
@@ -522,6 +523,9 @@ void launch(RingParams rp, const void* scales, cudaStream_t stream) {
   auto kernel = weight_only_mma_tma_kernel<F, XR>;
   const int max_tiles = (rp.tiles + rp.blocks - 1) / rp.blocks;
   const Layout L(kInt4, rp.k, max_tiles);
+  if (XR > 0 && rp.k != XR * 2048)  // the kernel takes a tile as XR stages without counting them
+    throw Error("linear (weight-only mma_tma): X's fragments held for " + std::to_string(XR) + " stages a tile, k = " +
+                std::to_string(rp.k));
   if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(F, rp.k, max_tiles, 1))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;
