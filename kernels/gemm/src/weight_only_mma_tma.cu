@@ -6,9 +6,11 @@
 // its slot has been multiplied: its loads wait for its math, a block's prologue (X, scales, group sums, one barrier)
 // waits behind its first loads, and 448 blocks over 132 SMs end unevenly (kernels/gemm/NOTES.md w4-w5: int4 on
 // 14336 x 4096 runs 17.5 us where a pure read of its bytes in the same geometry takes 13.0-13.4). Here:
-//   - one block an SM (a persistent grid of min(SMs, n / 16) blocks), each taking an equal contiguous share of the
-//     16-row tiles. quant.h stores a tile's chunks contiguously ([n/16][k/C] chunks of 512 bytes), so a block's
-//     weight is one run of bytes, cut into stages of 32 chunks (16 KB: int4 2048 columns, int8 1024);
+//   - one block an SM (a persistent grid of min(SMs, n / 16) blocks), block b taking the 16-row tiles b, b + blocks,
+//     b + 2 blocks, ... (so the grid's copies sweep the weight together, as a grid-stride read does; contiguous
+//     shares measured 0.3-0.6 us slower, NOTES.md r9). quant.h stores a tile's chunks contiguously ([n/16][k/C]
+//     chunks of 512 bytes), so a tile is one run of bytes, cut into stages of 32 chunks (16 KB: int4 2048 columns,
+//     int8 1024);
 //   - one producer thread copies them through a ring of weight_only_mma_tma_stages stages (int4 3, int8 4: more
 //     bytes in flight measured slower; cp.async.bulk, L2 evict-first, completing on the stage's `full` mbarrier)
 //     and int4's scales of the stage (16 rows x 16 groups) as one box of a
@@ -70,9 +72,9 @@ struct RingParams {
   const float* channel;    // int8: the channel scales [n]
   __nv_bfloat16* y;        // [m, n]
   int m, n, k;
-  int tiles, blocks;       // 16-row tiles; block b takes [b·tiles/blocks, (b+1)·tiles/blocks)
-  int split;               // 2 to 16 tokens: blocks a cluster along k (the cluster c of blocks / split takes tiles
-                           // [c·tiles/clusters, (c+1)·tiles/clusters))
+  int tiles, blocks;       // 16-row tiles; block b takes tiles b, b + blocks, b + 2·blocks, ...
+  int split;               // 2 to 16 tokens: blocks a cluster along k (the cluster c of blocks / split takes tiles c,
+                           // c + clusters, ...)
 };
 
 // The block's shared memory, one layout for the kernel and the launcher (its size is sim/kernels.h
@@ -102,8 +104,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int C = kInt4 ? 64 : 32;  // weight columns a chunk
   constexpr int kS = kInt4 ? kS4 : kS8;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int t_begin = int(int64_t(blockIdx.x) * p.tiles / p.blocks);
-  const int tiles = int(int64_t(blockIdx.x + 1) * p.tiles / p.blocks) - t_begin;
+  // The block's tiles interleaved with the other blocks' (b, b + blocks, ...): the grid's copies sweep the weight
+  // together, as a grid-stride read does (scripts/probes/ring_stream.cu, NOTES.md r9).
+  const int tiles = (p.tiles - int(blockIdx.x) + p.blocks - 1) / p.blocks;
+  auto tile_of = [&](int j) { return int(blockIdx.x) + j * p.blocks; };  // the block's j-th tile
   const int max_tiles = (p.tiles + p.blocks - 1) / p.blocks;
   const Layout L(kInt4, p.k, max_tiles);
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
@@ -133,15 +137,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_expect_tx(xbar, uint32_t(p.k) * 2);
     bulk_load(xs, p.x, uint32_t(p.k) * 2, xbar, evict_last_policy());  // every block reads X
     const uint64_t policy = evict_first_policy();                      // the weight, once
-    const uint4* src = p.w + int64_t(t_begin) * (p.k / C) * 32;
 #pragma unroll 1
     for (int s = 0, slot = 0; s < stages; ++s) {
       if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
+      const int tile = tile_of(s / per_tile), j = s % per_tile;
       mbar_expect_tx(&full[slot], uint32_t(kStageBytes + (kInt4 ? kSideBytes : 0)));
-      bulk_load(smem + slot * kStageBytes, src + int64_t(s) * (kStageBytes / 16), kStageBytes, &full[slot], policy);
-      if constexpr (kInt4)
-        tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, (t_begin + s / per_tile) * 16, (s % per_tile) * 16,
-                    &full[slot]);
+      bulk_load(smem + slot * kStageBytes, p.w + (int64_t(tile) * (p.k / C) + j * kStageChunks) * 32, kStageBytes,
+                &full[slot], policy);
+      if constexpr (kInt4) tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, tile * 16, j * 16, &full[slot]);
       if (++slot == kS) slot = 0;
     }
     return;
@@ -149,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // The consumers. int8: the block's channel scales first (their loads beside the ring's fill).
   if constexpr (!kInt4)
-    for (int i = tid; i < tiles * 16; i += kConsumers) aux[i] = __ldg(p.channel + t_begin * 16 + i);
+    for (int i = tid; i < tiles * 16; i += kConsumers) aux[i] = __ldg(p.channel + tile_of(i / 16) * 16 + i % 16);
   mbar_wait(xbar, 0);
   float x_inv = 1.f;  // int8: 2^-e
   if constexpr (kInt4) {
@@ -274,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float v = 0.f;
       for (int w = 0; w < kWarps; ++w) v += r[w * 16 + lane];
       if constexpr (!kInt4) v *= aux[tile * 16 + lane] * x_inv;
-      p.y[(t_begin + tile) * 16 + lane] = __float2bfloat16_rn(v);
+      p.y[tile_of(tile) * 16 + lane] = __float2bfloat16_rn(v);
     }
     acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
   }
@@ -327,8 +330,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(128) unsigned char smem[];
   const int split = p.split, rank = split > 1 ? int(sm90::cluster_rank()) : 0;
   const int clusters = p.blocks / split, cluster = blockIdx.x / split;
-  const int t_begin = int(int64_t(cluster) * p.tiles / clusters);
-  const int tiles = int(int64_t(cluster + 1) * p.tiles / clusters) - t_begin;
+  // The cluster's tiles interleaved with the other clusters' (c, c + clusters, ...), as the one-token kernel's
+  const int tiles = (p.tiles - cluster + clusters - 1) / clusters;
+  auto tile_of = [&](int j) { return cluster + j * clusters; };  // the cluster's j-th tile
   const int max_tiles = (p.tiles + clusters - 1) / clusters;
   const TokensLayout L(NT, max_tiles, split);
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
@@ -357,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
       for (int s = 0, slot = 0; s < stages; ++s) {
         if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
-        const int tile = t_begin + s / PT, j = rank * PT + s % PT;
+        const int tile = tile_of(s / PT), j = rank * PT + s % PT;
         mbar_expect_tx(&full[slot], uint32_t(kStageBytes + kSideBytes));
         bulk_load(smem + slot * kStageBytes, p.w + (tile * tile_chunks + j * kStageChunks) * 32, kStageBytes,
                   &full[slot], policy);
@@ -485,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float v = 0.f;
         for (int w = 0; w < kWarps; ++w) v += r[w * 16 * T + tid];
         if (split > 1) part[tile * 16 * T + tid] = v;
-        else if (tid / 16 < p.m) p.y[int64_t(tid / 16) * p.n + (t_begin + tile) * 16 + tid % 16] = __float2bfloat16_rn(v);
+        else if (tid / 16 < p.m) p.y[int64_t(tid / 16) * p.n + tile_of(tile) * 16 + tid % 16] = __float2bfloat16_rn(v);
       }
     }
   }
@@ -506,7 +510,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int r = 1; r < 8; ++r)
         if (r < split) v.x += q[r].x, v.y += q[r].y, v.z += q[r].z, v.w += q[r].w;
       __nv_bfloat162* out =
-          reinterpret_cast<__nv_bfloat162*>(p.y + int64_t(o / 16) * p.n + (t_begin + tile) * 16 + o % 16);
+          reinterpret_cast<__nv_bfloat162*>(p.y + int64_t(o / 16) * p.n + tile_of(tile) * 16 + o % 16);
       out[0] = __floats2bfloat162_rn(v.x, v.y);
       out[1] = __floats2bfloat162_rn(v.z, v.w);
     }
