@@ -581,8 +581,8 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     if (!why.empty()) throw Error("linear: the mma_tma weight-only kernel " + why);
     weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);  // its refusal of a named reduce
     if (split_k != 0) throw Error("linear: split_k applies to the mma weight-only kernel (mma_tma plans its own grid)");
-    // One block an SM, each with an equal contiguous share of the 16-row tiles (2 to 16 tokens: a cluster of split
-    // blocks along k each share).
+    // One block an SM, block b taking the 16-row tiles b, b + blocks, ... (2 to 16 tokens: a cluster of split blocks
+    // along k each cluster's tiles, interleaved the same way).
     plan.row_tiles = n / 16;
     plan.ctas = std::min<int64_t>(plan.row_tiles, sm_count);
     if (m > 1) {
@@ -874,7 +874,7 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
   return kl;
 }
 
-// weight_only_mma_tma.cu: one block an SM over its equal contiguous share of the 16-row tiles, the weight streamed
+// weight_only_mma_tma.cu: one block an SM over every blocks-th 16-row tile (b, b + blocks, ...), the weight streamed
 // through a ring of 16 KB stages by one producer thread (bulk copies; int4's scales a box of a 2-d tensor map a
 // stage), 16 consumer warps of two chunks a stage (the mma kernel's dequantization and products, from shared memory).
 // Its costs, each from the kernel's code:

@@ -167,8 +167,8 @@ KernelLaunch streaming_kernel(const std::string& name, double bytes, double writ
 //   mma_tma  weight_only_mma_tma.cu (sm_90a, int8 and int4, m = 1): the mma kernel's products and dequantization, its
 //          weight streamed by one producer thread a block through a ring of 16 KB shared-memory stages (bulk copies,
 //          mbarriers) instead of every warp's loads into registers; a persistent grid of one block an SM, each
-//          taking whole 16-row tiles in equal contiguous shares (the tiles are contiguous in quant.h's layout, so a
-//          block's weight is one run of bytes), 16 consumer warps over each stage's k range summed in shared memory:
+//          taking whole 16-row tiles b, b + blocks, ... (the grid's copies sweep the weight together; a tile is one
+//          run of bytes in quant.h's layout), 16 consumer warps over each stage's k range summed in shared memory:
 //          no split-k, no workspace
 enum class WeightOnlyKernel { automatic, mma, wgmma, wgmma_tma, mma_tma };
 std::string weight_only_kernel_name(WeightOnlyKernel k);
