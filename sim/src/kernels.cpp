@@ -698,14 +698,16 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
 
 int64_t weight_only_mma_tma_split(int64_t m, int64_t k) {
   const int64_t stages = k / 2048, tiles = weight_only_mma_tma_token_tiles(m);
-  for (int64_t c = 1; c <= 8; c *= 2)
+  for (int64_t c : {1, 2, 4, 8, 3, 5, 6, 7})
     if (stages % c == 0 && stages / c * tiles <= kMmaTmaMaxGroupTiles) return c;
   return 0;
 }
 
 int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count) {
   if (split <= 2) return std::max<int64_t>(1, sm_count / split);
-  return std::max<int64_t>(1, sm_count * 120 / 132 / split);
+  static constexpr int64_t kH100[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};  // at once on the H100's 132 SMs
+  if (split > 8) throw Error("linear: the mma_tma weight-only kernel's clusters hold at most 8 blocks");
+  return std::max<int64_t>(1, kH100[split] * sm_count / 132);
 }
 
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m, int64_t split) {
@@ -747,7 +749,7 @@ std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, in
            std::to_string(k) + ")";
   if (k > kMmaTmaMaxK) return "holds X's row in shared memory: k at most " + std::to_string(kMmaTmaMaxK);
   if (m > 1 && weight_only_mma_tma_split(m, k) == 0)
-    return "holds X's fragments in registers: k / 2048 must split over 1, 2, 4 or 8 blocks into groups of at most " +
+    return "holds X's fragments in registers: k / 2048 must split over at most 8 blocks into groups of at most " +
            std::to_string(kMmaTmaMaxGroupTiles / weight_only_mma_tma_token_tiles(m)) + " at " + std::to_string(m) +
            " tokens (" + std::to_string(k) + ")";
   return "";
@@ -920,7 +922,8 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
     kl.l2_bytes = double(plan.ctas) * 8.0 * plan.m_tiles * double(plan.k_per_block) * 2;
     if (plan.cluster > 1) kl.epilogue_l2_round_trips = 1;
   }
-  const double block_bytes = double(kl.bytes) * tiles / double(plan.row_tiles);
+  // a block's bytes: its cluster's tiles, 1/cluster of each (k split over the cluster)
+  const double block_bytes = double(kl.bytes) * tiles / double(plan.row_tiles) / plan.cluster;
   const double copies = block_bytes / p.bulk_copy_dram_bandwidth * p.sm_clock_hz;
   kl.cta_cycles = std::max(stages * per_stage, copies + per_stage);
   const double fill = int4 ? 2 : 1;

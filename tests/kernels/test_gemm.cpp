@@ -343,8 +343,10 @@ TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
   run_case(WeightFormat::int4, 2, 1024, 4096, 37, 0, WeightOnlyKernel::mma_tma);
   probe.m = 17;
   EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("serves 1 to 16 tokens"), std::string::npos);
-  probe.m = 9, probe.k = 6144;
-  EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("in registers"), std::string::npos);
+  // clusters of 3 and 7 (k / 2048 divided by no power of two): 6144 and 14336 (the down projection) at 9-16 and 2-8
+  run_case(WeightFormat::int4, 9, 4096, 6144, 44, 0, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 16, 4096, 14336, 45, 0, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 5, 16 * 301, 14336, 46, 0, WeightOnlyKernel::mma_tma);
   probe.m = 2, probe.k = 2048, probe.format = WeightFormat::int8;
   EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("int8 at one token"), std::string::npos);
   probe.format = WeightFormat::int4;

@@ -315,15 +315,15 @@ constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (wei
 // At 2 to 16 tokens (int4): the tokens in n8 tiles (B's columns), X's B fragments held in registers for the warp's
 // groups (one a stage of a tile: 32 registers a group and n8 tile), at most kMmaTmaMaxGroupTiles groups x tiles (ptxas
 // gives 17 warps 96 registers a thread: at 4, 64 registers of X, the 16-token loop spilled 60 bytes, NOTES.md r3);
-// beyond, k is split over a cluster of weight_only_mma_tma_split blocks (the fewest of 1, 2, 4, 8 that divide k / 2048
-// and bring the groups within the bound).
+// beyond, k is split over a cluster of weight_only_mma_tma_split blocks: the first of 1, 2, 4, 8, then 3, 5, 6, 7 (whose
+// clusters hold fewer SMs) that divides k / 2048 and brings the groups within the bound (k = 14336, 7 stages: 7).
 constexpr int64_t weight_only_mma_tma_token_tiles(int64_t m) { return m <= 8 ? 1 : 2; }
 constexpr int64_t kMmaTmaMaxGroupTiles = 2;
 int64_t weight_only_mma_tma_split(int64_t m, int64_t k);  // 0: none within 8 blocks
-// Its clusters of `split` (1, 2, 4 or 8) blocks that fit the GPU at once, one block an SM: every SM in pairs, but the
-// H100's GPCs hold whole clusters of 4 and 8 on 120 of its 132 SMs (scripts/probes/cluster_occupancy.cu,
-// cudaOccupancyMaxActiveClusters at 160-224 KB: 1 / 2 / 4 / 8 -> 132 / 66 / 30 / 15; 3, 5, 6, 7 -> 39, 22, 17, 15, which
-// this rule does not give and no split takes); the plan asks no more.
+// Its clusters of `split` (1 to 8) blocks that fit the GPU at once, one block an SM: every SM in pairs, but the H100's
+// GPCs hold whole clusters of 3-8 on fewer SMs (scripts/probes/cluster_occupancy.cu, cudaOccupancyMaxActiveClusters at
+// 160-224 KB: 1 / 2 / 3 / 4 / 5 / 6 / 7 / 8 -> 132 / 66 / 39 / 30 / 22 / 17 / 15 / 15, i.e. 132, 132, 117, 120, 110,
+// 102, 105, 120 SMs), scaled by the GPU's SMs; the plan asks no more.
 int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count);
 // Its shared memory for k columns, at most max_tiles 16-row tiles a cluster, m tokens and split blocks along k.
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m = 1, int64_t split = 1);
