@@ -729,8 +729,8 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
       n / 16 < kMmaTmaMinTiles)
     return false;
   if (m == 1) return true;
-  // Clusters of at most 2: clusters of 4 and 8 run on 124 of the H100's 132 SMs (NOTES.md c1, the placement probe), so
-  // a grid of one block an SM in clusters of 4 (33) would leave two of them for a second wave.
+  // Clusters of at most 2: clusters of 3-8 hold 102-120 of the H100's 132 SMs at once (weight_only_mma_tma_clusters),
+  // and only 7 on 4096 x 14336 at 16 tokens has been measured ahead of the plan's kernel (NOTES.md r10: named only).
   const int64_t split = weight_only_mma_tma_split(m, k);
   // ... and where a cluster's sums of its tiles fit beside the ring (plan_weight_only's "do not fit").
   return split <= 2 && mma_tma_tokens_grid(f, m, n, k, split, sm_count).fits();
