@@ -4,18 +4,7 @@
 // Not part of the build (a probe):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a scripts/probes/cluster_occupancy.cu -o cluster_occupancy
 //   ./cluster_occupancy
-#include <cstdio>
-#include <cstdlib>
-
-#include <cuda_runtime.h>
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "probe.cuh"
 
 __global__ void __launch_bounds__(544, 1) whole_sm(int* out) {
   extern __shared__ int smem[];

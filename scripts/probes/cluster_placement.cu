@@ -11,30 +11,12 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 scripts/probes/cluster_placement.cu -o cluster_placement
 //   ./cluster_placement [BYTES [XxY ...]]   (default: the int8 weight of 4096 x 14336 over the grids below; BYTES 0
 //   launches the same grids with nothing to stream: what the launch and the clusters' placement cost alone)
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <set>
-#include <vector>
 
-#include <cuda_runtime.h>
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "probe.cuh"
 
 constexpr int kSmem = 48 << 10, kDepth = 6;
 
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
 __device__ __forceinline__ uint64_t now() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -67,12 +49,6 @@ __global__ void __launch_bounds__(256, 4) stream(const uint4* w, int per_warp, u
   if (acc == 0x12345678u) pad[threadIdx.x] = make_uint4(acc, 0, 0, 0), sink[0] = pad[lane].x;
   __syncthreads();
   if (threadIdx.x == 0) sm[block] = smid(), t0[block] = start, t1[block] = now();
-}
-
-__global__ void flush(const uint4* f, size_t n, uint32_t* sink) {
-  uint32_t a = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) a ^= f[i].x;
-  if (a == 0x12345678u) sink[0] = a;
 }
 
 int main(int argc, char** argv) {
@@ -144,7 +120,7 @@ int main(int argc, char** argv) {
       }
       std::vector<float> ts;
       for (int r = 0; r < 23; ++r) {
-        flush<<<sms * 4, 256>>>(f, fbytes / 16, sink);
+        flush_kernel<<<sms * 4, 256>>>(f, int64_t(fbytes / 16), sink);
         CK(cudaEventRecord(a));
         CK(cudaLaunchKernelEx(&cfg, stream, (const uint4*)w, per_warp, sm, t0, t1, sink));
         CK(cudaEventRecord(b));

@@ -1,36 +1,15 @@
 // What the one-token ring kernel's stream alone costs (WeightOnlyKernel::mma_tma without its math), timed as the
 // linear benchmarks time a kernel (L2 flushed by a read sweep before every repeat, CUDA events around the launch,
 // median of 30): which ring shape moves a weight of one layer (int4 14336 x 4096: 29.4 MB of chunks and 1.8 MB of
-// scales) fastest, against the plain grid read of the same bytes. Each block takes a contiguous share of the row
-// tiles (16 rows x k, as the kernel: `tiles` of `tile_bytes`, uneven shares, or `even` at stage granularity), one
+// scales) fastest, against the plain grid read of the same bytes. Each block takes a share of the row tiles (16 rows
+// x k: contiguous and uneven, as the kernel was before NOTES.md r9; `even` at stage granularity; or interleaved), one
 // producer thread copies it in stages of `stage` bytes as `pieces` bulk copies (L2 evict-first or no hint), plus a
 // `side` copy a stage from a second buffer (the scales' 1 KB), into a ring of S slots; 16 consumer warps wait on
 // each stage and release it (one arrive a warp, as the kernel's early release).
-// kernels/gemm/NOTES.md r8 has what it measured on the H100. Not part of the build (a probe, sm_90a):
+// kernels/gemm/NOTES.md r9 has what it measured on the H100. Not part of the build (a probe, sm_90a):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a scripts/probes/ring_stream.cu -o ring_stream
 //   ./ring_stream
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#include <cuda_runtime.h>
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
-
-__device__ __forceinline__ uint32_t sa(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void wait(uint64_t* b, int ph) {
-  asm volatile("{\n.reg .pred d;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W_%=;\n}\n" ::"r"(sa(b)),
-               "r"(ph)
-               : "memory");
-}
+#include "probe.cuh"
 
 struct Ring {
   const uint8_t* w;     // the chunks
@@ -42,36 +21,6 @@ struct Ring {
   int stage, S, pieces, side_bytes, hint;
   int upfront;  // the block's scales (1/16 of its chunks' bytes) as one copy before the ring, not a piece a stage
 };
-
-__global__ void empty_kernel() {}
-
-__global__ void grid_read(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
-  uint32_t acc = 0;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    uint4 v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w)
-                   : "l"(p + i + j * stride));
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc += v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  }
-  for (; i < n; i += stride) acc += p[i].x;
-  if (acc == 0x2545f491u) *sink = acc;
-}
-
-__global__ void flush_kernel(const uint4* p, int64_t n, unsigned* sink) {
-  uint32_t acc = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint4 v;
-    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p + i));
-    acc += v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x2545f491u) *sink = acc;
-}
 
 constexpr int kConsumerWarps = 16;
 
@@ -173,40 +122,17 @@ int main() {
   int sms;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int64_t max_bytes = 14336 * 4096 / 2;
-  uint8_t *w, *side;
-  CK(cudaMalloc(&w, max_bytes + (1 << 20)));
+  uint8_t *w, *side;  // w holds the chunks and, for the grid read, as many bytes again as the scales
+  CK(cudaMalloc(&w, max_bytes + max_bytes / 16 + (1 << 20)));
   CK(cudaMalloc(&side, max_bytes / 16 + (1 << 20)));
-  CK(cudaMemset(w, 1, max_bytes + (1 << 20)));
+  CK(cudaMemset(w, 1, max_bytes + max_bytes / 16 + (1 << 20)));
   CK(cudaMemset(side, 1, max_bytes / 16 + (1 << 20)));
-  unsigned* sink;
-  CK(cudaMalloc(&sink, 16));
-  const int64_t flush_n = (int64_t(200) << 20) / 16;
-  uint4* flush;
-  CK(cudaMalloc(&flush, flush_n * 16));
-  CK(cudaMemset(flush, 1, flush_n * 16));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto median_us = [&](auto&& launch) {
-    std::vector<float> t;
-    for (int r = 0; r < 33; ++r) {
-      flush_kernel<<<528, 256>>>(flush, flush_n, sink);
-      CK(cudaEventRecord(a));
-      launch();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      CK(cudaGetLastError());
-      float ms;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      if (r >= 3) t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    return double(t[t.size() / 2]);
-  };
-  printf("empty kernel: %.2f us\n", median_us([&] { empty_kernel<<<1, 32>>>(); }));
+  Timer tm;
+  unsigned* sink = tm.sink;
+  printf("empty kernel: %.2f us\n", tm.median_us([&] { empty_kernel<<<1, 32>>>(); }));
   const double mb = (max_bytes + max_bytes / 16) / 1e6;
   for (int bps : {4, 8}) {
-    const double us = median_us([&] { grid_read<<<sms * bps, 256>>>(reinterpret_cast<const uint4*>(w), (max_bytes + max_bytes / 16) / 16, sink); });
+    const double us = tm.median_us([&] { grid_read<<<sms * bps, 256>>>(reinterpret_cast<const uint4*>(w), (max_bytes + max_bytes / 16) / 16, sink); });
     printf("grid read %d blocks/SM, %.1f MB: %.2f us\n", bps, mb, us);
   }
   struct Cfg { int bps, S, stage, pieces, side, hint, even, upfront; };
@@ -229,7 +155,7 @@ int main() {
         const int smem = c.S * (c.stage + c.side) + 2 * c.S * 8 + 8 + 128 + up_max;
         if (smem > 227 * 1024) continue;
         CK(cudaFuncSetAttribute(ring, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        const double us = median_us([&] { ring<<<r.blocks, kConsumerWarps * 32 + 32, smem>>>(r, sink); });
+        const double us = tm.median_us([&] { ring<<<r.blocks, kConsumerWarps * 32 + 32, smem>>>(r, sink); });
         printf("%d %d %5d %d %4d %d %d %d | %.2f\n", c.bps, c.S, c.stage, c.pieces, c.side, c.hint, c.even, c.upfront, us);
       }
   }

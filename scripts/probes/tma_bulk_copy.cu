@@ -8,15 +8,7 @@
 // kernels/gemm/NOTES.md tma2 and tma3 have what it measured on the H100. Not part of the build (a probe, sm_90a):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a scripts/probes/tma_bulk_copy.cu -o tma_bulk_copy
 //   ./tma_bulk_copy [sms]
-#include <cstdio>
-#include <cstdint>
-#include <algorithm>
-#include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); return 1; } } while (0)
-__device__ __forceinline__ uint32_t sa(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void wait(uint64_t* b, int ph) {
-  asm volatile("{\n.reg .pred d;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W_%=;\n}\n" ::"r"(sa(b)), "r"(ph) : "memory");
-}
+#include "probe.cuh"
 __global__ void probe(const uint8_t* src, int64_t per_block, int stage, int S, int pieces, int64_t stride, int units, unsigned long long* sink,
                       int64_t wrap = 0) {
   extern __shared__ __align__(128) uint8_t sm[];

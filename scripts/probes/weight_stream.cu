@@ -9,47 +9,7 @@
 //           block of a row tile reading the sums back (what an in-block reduction would save).
 // kernels/gemm/NOTES.md (w4) has what it measured on the H100. Not part of the build (a probe):
 //   nvcc -O3 -std=c++17 -arch=sm_90 scripts/probes/weight_stream.cu -o weight_stream && ./weight_stream
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <vector>
-
-#include <cuda_runtime.h>
-#define CK(x)                                                             \
-  do {                                                                    \
-    cudaError_t e = (x);                                                  \
-    if (e != cudaSuccess) {                                               \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      exit(1);                                                            \
-    }                                                                     \
-  } while (0)
-
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-__global__ void empty_kernel() {}
-
-__global__ void flush_kernel(const uint4* p, int64_t n, unsigned* sink) {
-  unsigned acc = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) acc ^= p[i].x;
-  if (acc == 0x9e3779b9u) *sink = acc;
-}
-
-__global__ void __launch_bounds__(256) grid_read(const uint4* p, int64_t n, unsigned* sink) {
-  unsigned acc = 0;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 a = load_stream(p + i), b = load_stream(p + i + stride), c = load_stream(p + i + 2 * stride),
-                d = load_stream(p + i + 3 * stride);
-    acc ^= a.x ^ b.y ^ c.z ^ d.w;
-  }
-  for (; i < n; i += stride) acc ^= load_stream(p + i).x;
-  if (acc == 0x9e3779b9u) *sink = acc;
-}
+#include "probe.cuh"
 
 // warps = the grid's warps; warp w streams chunks [w * per_warp, (w + 1) * per_warp) of 32 uint4 each.
 template <int D, bool kTail>
@@ -93,41 +53,10 @@ __global__ void __launch_bounds__(256, 4) tiles(const uint4* p, int per_warp, in
   }
 }
 
-struct Timer {
-  uint4* flush;
-  int64_t flush_n;
-  unsigned* sink;
-  cudaEvent_t a, b;
-  template <class F>
-  double median_us(F&& launch) {
-    for (int i = 0; i < 5; ++i) launch();
-    std::vector<float> t;
-    for (int r = 0; r < 30; ++r) {
-      flush_kernel<<<528, 256>>>(flush, flush_n, sink);
-      CK(cudaEventRecord(a));
-      launch();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms * 1e3f);
-    }
-    CK(cudaGetLastError());
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
-
 int main() {
   int sms;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  Timer tm{};
-  tm.flush_n = (int64_t(200) << 20) / 16;
-  CK(cudaMalloc(&tm.flush, tm.flush_n * 16));
-  CK(cudaMemset(tm.flush, 1, tm.flush_n * 16));
-  CK(cudaMalloc(&tm.sink, 4));
-  CK(cudaEventCreate(&tm.a));
-  CK(cudaEventCreate(&tm.b));
+  Timer tm;
   const int64_t max_bytes = int64_t(130) << 20;
   uint4* w;
   CK(cudaMalloc(&w, max_bytes));

@@ -704,9 +704,8 @@ int64_t weight_only_mma_tma_split(int64_t m, int64_t k) {
 }
 
 int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count) {
-  if (split <= 2) return std::max<int64_t>(1, sm_count / split);
   static constexpr int64_t kH100[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};  // at once on the H100's 132 SMs
-  if (split > 8) throw Error("linear: the mma_tma weight-only kernel's clusters hold at most 8 blocks");
+  if (split < 1 || split > 8) throw Error("linear: the mma_tma weight-only kernel's clusters hold 1 to 8 blocks");
   return std::max<int64_t>(1, kH100[split] * sm_count / 132);
 }
 
@@ -748,10 +747,8 @@ std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, in
     return "streams stages of " + std::to_string(stage_cols) + " columns: k must be a multiple of it (" +
            std::to_string(k) + ")";
   if (k > kMmaTmaMaxK) return "holds X's row in shared memory: k at most " + std::to_string(kMmaTmaMaxK);
-  if (m > 1 && weight_only_mma_tma_split(m, k) == 0)
-    return "holds X's fragments in registers: k / 2048 must split over at most 8 blocks into groups of at most " +
-           std::to_string(kMmaTmaMaxGroupTiles / weight_only_mma_tma_token_tiles(m)) + " at " + std::to_string(m) +
-           " tokens (" + std::to_string(k) + ")";
+  // Every k it takes splits (weight_only_mma_tma_split: k / 2048 <= 8 stages, a cluster of as many holds one each).
+  static_assert(kMmaTmaMaxK / 2048 <= 8 && kMmaTmaMaxGroupTiles >= 2, "a k the ring kernel takes would not split");
   return "";
 }
 
