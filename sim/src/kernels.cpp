@@ -728,11 +728,12 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
       n / 16 < kMmaTmaMinTiles)
     return false;
   if (m == 1) return true;
-  // Clusters of at most 2: clusters of 3-8 hold 102-120 of the H100's 132 SMs at once (weight_only_mma_tma_clusters),
-  // and only 7 on 4096 x 14336 at 16 tokens has been measured ahead of the plan's kernel (NOTES.md r10: named only).
+  // Clusters of at most 2 (clusters of 3-8 hold 102-120 of the H100's 132 SMs at once, weight_only_mma_tma_clusters),
+  // and of 7 at 9-16 tokens: k = 14336 (the down projection) at 16 tokens measured 21.4 us against wgmma_tma's 24.1;
+  // at 4-8 tokens it ties the mma kernel (17.9-18.2 against 17.7-18.6), which keeps them (NOTES.md r10).
   const int64_t split = weight_only_mma_tma_split(m, k);
   // ... and where a cluster's sums of its tiles fit beside the ring (plan_weight_only's "do not fit").
-  return split <= 2 && mma_tma_tokens_grid(f, m, n, k, split, sm_count).fits();
+  return (split <= 2 || (split == 7 && m > 8)) && mma_tma_tokens_grid(f, m, n, k, split, sm_count).fits();
 }
 
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper) {

@@ -536,7 +536,10 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(weight_only_mma_tma_clusters(3, 132), 39);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 14336, 132, WeightOnlyKernel::mma_tma).ctas, 105);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 14336, 132).kernel, WeightOnlyKernel::mma);
-  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 9, 4096, 14336, 132).kernel, WeightOnlyKernel::wgmma_tma);
+  // ... and the down projection (k = 14336) at 9-16 tokens over clusters of 7 (NOTES.md r10)
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 9, 4096, 14336, 132).kernel, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 14336, 132).cluster, 7);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 6144, 132).kernel, WeightOnlyKernel::wgmma_tma);  // 3: not measured
   EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);
   EXPECT_EQ(pick(WeightFormat::int8, 17), WeightOnlyKernel::wgmma_tma);
   EXPECT_EQ(pick(WeightFormat::int8, 64), WeightOnlyKernel::wgmma_tma);
