@@ -296,8 +296,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 // over a cluster of `split` blocks that take the same tiles, each its 1/split of every tile's stages and of X: after the
 // last tile each block adds its share of the tiles from every block's shared memory in rank order.
 // A tile's sums: every warp leaves its 16 rows x 8NT tokens in shared memory, one barrier, and 16 x 8NT consumer threads
-// add the 16 warps' values in a fixed order.
+// add the 16 warps' values in a fixed order. A warp's sums are [token][row] with bits 4 and 3 of the index flipped by
+// bits 1 and 2 of the token (tok_swizzle): a store of the mma fragments (lane (g, t): rows g or g + 8, tokens 2t or
+// 2t + 1) then meets 32 banks, where [token][row] put the four t of a g on one bank; the adders' 32 consecutive
+// outputs (two tokens of one pair) stay 32 consecutive words in another order.
 constexpr int kTokRed = 2 * kWarps * 16 * 16;  // floats: the warps' tile sums, two buffers (also X's staging, 2 KB a warp)
+__device__ __forceinline__ int tok_swizzle(int token, int row) {
+  return (token * 16 + row) ^ (((token >> 1) & 1) << 4) ^ (((token >> 2) & 1) << 3);
+}
 struct TokensLayout {
   int side, red, xsum, part, bars, bytes;
   __host__ __device__ TokensLayout(int nt, int max_tiles, int split) {
@@ -480,14 +486,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       float* r = red + (tile & 1) * kWarps * 16 * T;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        float* rw = r + warp * 16 * T + (nt * 8 + 2 * t) * 16;
-        rw[g] = acc[nt][0], rw[16 + g] = acc[nt][1], rw[g + 8] = acc[nt][2], rw[16 + g + 8] = acc[nt][3];
+        float* rw = r + warp * 16 * T;
+        const int tok = nt * 8 + 2 * t;
+        rw[tok_swizzle(tok, g)] = acc[nt][0], rw[tok_swizzle(tok + 1, g)] = acc[nt][1];
+        rw[tok_swizzle(tok, g + 8)] = acc[nt][2], rw[tok_swizzle(tok + 1, g + 8)] = acc[nt][3];
         acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
       }
       consumers_sync();
       if (tid < 16 * T) {
         float v = 0.f;
-        for (int w = 0; w < kWarps; ++w) v += r[w * 16 * T + tid];
+        const int mine = tok_swizzle(tid / 16, tid % 16);
+        for (int w = 0; w < kWarps; ++w) v += r[w * 16 * T + mine];
         if (split > 1) part[tile * 16 * T + tid] = v;
         else if (tid / 16 < p.m) p.y[int64_t(tid / 16) * p.n + tile_of(tile) * 16 + tid % 16] = __float2bfloat16_rn(v);
       }
