@@ -481,8 +481,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
         if (++slot == kS) slot = 0, phase ^= 1;
       }
-      // The tile's sums: [warp][token][row] in one of two buffers (the other's readers, two tiles back, passed the
-      // barrier before this one), then thread i < 16·T adds output (token i / 16, row i % 16) over the warps in order.
+      // The tile's sums: [warp][token][row] (tok_swizzle's order) in one of two buffers (the other's readers, two tiles
+      // back, passed the barrier before this one), then thread i < 16·T adds output (token i / 16, row i % 16) over the
+      // warps in order.
       float* r = red + (tile & 1) * kWarps * 16 * T;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {

@@ -337,13 +337,16 @@ std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, in
 // 6.66 -> 6.02 / 6.05 / 6.11; int8 24.62 / 24.78 / 24.80 -> 24.30 / 24.42 / 24.61, 25.02 / 25.02 / 25.10 -> 24.03 /
 // 24.13 / 24.26, 10.66 / 10.56 / 10.72 -> 10.48 / 10.40 / 10.53, 7.31 / 7.20 / 7.36 -> 6.78 / 6.75 / 6.88.
 // int4 at 2 to 16 tokens the same, where it runs (k / 2048 split over a cluster of 1, 2, 4 or 8 blocks into at most two
-// groups a warp: the MLP's 14336 x 4096 and the 4096 x 4096 projections, not k = 14336). Measured on the H100 (NOTES.md
+// groups a warp: the MLP's 14336 x 4096 and the 4096 x 4096 projections; k = 14336 splits over 7, below). Measured on the H100 (NOTES.md
 // r3, bench_gemm, us, m = 4 / 8 / 16, mma or wgmma_tma (the plan before) -> mma_tma): 14336 x 4096 18.5 / 19.2 / 23.7
 // -> 17.0 / 17.7 / 22.3; 4096 x 4096 11.0 / 11.6 / 12.5 -> 9.1 / 9.7 / 11.9; 1024 x 4096 7.1 / 7.1 / 10.3 -> 6.8 / 7.1 /
 // 8.8. So int4 at 2 to 16 tokens where it runs in clusters of at most 2 (clusters of 4 and 8 run on 124 of the 132
 // SMs: NOTES.md c1) and a cluster's sums fit beside the ring (at 9-16 wgmma_tma until the
 // model named the tile barrier's drain, NOTES.md r4: 14-22% fast before, 13-17% after; compression from 21ede61: 14336 x
 // 4096 at m = 16 24.1 -> 22.5 us, 1024 x 4096 10.3 -> 8.9; 20.3 on 14336 x 4096 after r5 batched the cluster's sums).
+// And the down projection (k = 14336) at 9-16 tokens over clusters of 7 (105 of the 132 SMs): 16 tokens named 21.4 /
+// 21.5 against wgmma_tma's 24.0 / 24.2 (NOTES.md r10; 9-15 tokens run the same kernel, not timed), 4-8 tokens a tie
+// with the mma kernel, which keeps them; compression from 0415b1d 24.54 -> 22.27 us (r11).
 bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count, bool hopper);
 // kernel: automatic resolves by m (wgmma_available: built for sm_90a and running on compute capability
 // 9.0); wgmma for sparse24 is an inferlab::Error naming why (its port is the wgmma_tma rung's).
