@@ -2,10 +2,11 @@
 // linear benchmarks time a kernel (L2 flushed by a read sweep before every repeat, CUDA events around the launch,
 // median of 30): which ring shape moves a weight of one layer (int4 14336 x 4096: 29.4 MB of chunks and 1.8 MB of
 // scales) fastest, against the plain grid read of the same bytes. Each block takes a share of the row tiles (16 rows
-// x k: contiguous and uneven, as the kernel was before NOTES.md r9; `even` at stage granularity; or interleaved), one
-// producer thread copies it in stages of `stage` bytes as `pieces` bulk copies (L2 evict-first or no hint), plus a
-// `side` copy a stage from a second buffer (the scales' 1 KB), into a ring of S slots; 16 consumer warps wait on
-// each stage and release it (one arrive a warp, as the kernel's early release).
+// x k: contiguous and uneven, as the kernel was before NOTES.md r9; `even` at stage granularity; or interleaved, as
+// the kernel is since), one producer thread copies it in stages of `stage` bytes as one bulk copy each (L2
+// evict-first or no hint), plus a `side` copy a stage from a second buffer (the scales' 1 KB) or the block's scales
+// in one copy up front, into a ring of S slots; 16 consumer warps wait on each stage and release it (one arrive a
+// warp, as the kernel's early release). The configurations are the rows of NOTES.md r9's table.
 // kernels/gemm/NOTES.md r9 has what it measured on the H100. Not part of the build (a probe, sm_90a):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a scripts/probes/ring_stream.cu -o ring_stream
 //   ./ring_stream
@@ -17,9 +18,10 @@ struct Ring {
   int64_t tile_bytes;   // a tile's bytes (16 rows x k)
   int tiles, blocks;    // uneven shares of tiles, as the kernel
   int64_t total;        // even: the bytes, split at stage granularity
-  int even;  // 0: contiguous shares of tiles (the kernel); 1: of stages; 2: tiles interleaved (block b: b, b + blocks, ...)
-  int stage, S, pieces, side_bytes, hint;
-  int upfront;  // the block's scales (1/16 of its chunks' bytes) as one copy before the ring, not a piece a stage
+  int even;  // 0: contiguous shares of tiles (the kernel before r9); 1: of stages; 2: tiles interleaved (block b: b,
+             // b + blocks, ...: the kernel since r9)
+  int stage, S, side_bytes, hint;
+  int upfront;  // the block's scales (1/16 of its contiguous share's bytes) as one copy before the ring
 };
 
 constexpr int kConsumerWarps = 16;
@@ -65,7 +67,6 @@ __global__ void __launch_bounds__(kConsumerWarps * 32 + 32) ring(const __grid_co
     if (lane != 0) return;
     uint64_t policy;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    const int piece = r.stage / r.pieces;
     const int64_t side_begin = begin / 16;  // the scales: 1/16 of the chunks' bytes, in the same order
     if (up_bytes) {
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(sa(upbar)), "r"(up_bytes) : "memory");
@@ -85,20 +86,17 @@ __global__ void __launch_bounds__(kConsumerWarps * 32 + 32) ring(const __grid_co
                          sa(dst + r.stage)),
                      "l"(r.side + at(i) / 16), "r"(r.side_bytes), "r"(sa(&full[s]))
                      : "memory");
-      for (int p = 0; p < r.pieces; ++p) {
-        const uint8_t* g = r.w + at(i) + p * piece;
-        if (r.hint)
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-                  sa(dst + p * piece)),
-              "l"(g), "r"(piece), "r"(sa(&full[s])), "l"(policy)
-              : "memory");
-        else
-          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                           sa(dst + p * piece)),
-                       "l"(g), "r"(piece), "r"(sa(&full[s]))
-                       : "memory");
-      }
+      const uint8_t* g = r.w + at(i);
+      if (r.hint)
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+                sa(dst)),
+            "l"(g), "r"(r.stage), "r"(sa(&full[s])), "l"(policy)
+            : "memory");
+      else
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(sa(dst)),
+                     "l"(g), "r"(r.stage), "r"(sa(&full[s]))
+                     : "memory");
     }
     return;
   }
@@ -135,28 +133,36 @@ int main() {
     const double us = tm.median_us([&] { grid_read<<<sms * bps, 256>>>(reinterpret_cast<const uint4*>(w), (max_bytes + max_bytes / 16) / 16, sink); });
     printf("grid read %d blocks/SM, %.1f MB: %.2f us\n", bps, mb, us);
   }
-  struct Cfg { int bps, S, stage, pieces, side, hint, even, upfront; };
-  std::vector<Cfg> cfgs;
-  for (int even : {0, 2}) {
-    cfgs.push_back({1, 3, 16384, 1, 1024, 1, even, 0});  // the kernel as landed (even 0)
-    cfgs.push_back({1, 4, 16384, 1, 1024, 1, even, 0});
-    cfgs.push_back({1, 3, 16384, 1, 0, 1, even, 0});
-    cfgs.push_back({1, 3, 32768, 1, 2048, 1, even, 0});
-  }
+  struct Cfg { int bps, S, stage, side, hint, even, upfront; };
+  // NOTES.md r9's rows: contiguous shares (the kernel before r9) and their variants, then the interleaved tiles
+  const std::vector<Cfg> cfgs = {
+      {1, 3, 16384, 1024, 1, 0, 0},                                // the kernel's ring before r9
+      {1, 3, 16384, 0, 1, 0, 0},                                   // no side copies
+      {1, 4, 16384, 1024, 1, 0, 0}, {1, 6, 16384, 1024, 1, 0, 0}, {1, 8, 16384, 1024, 1, 0, 0},
+      {1, 4, 8192, 512, 1, 0, 0},   {1, 8, 8192, 512, 1, 0, 0},    // 8 KB stages
+      {1, 3, 32768, 2048, 1, 0, 0},                                // 32 KB stages
+      {1, 3, 16384, 0, 1, 0, 1},    {1, 4, 16384, 0, 1, 0, 1}, {1, 3, 32768, 0, 1, 0, 1},  // the scales up front
+      {2, 3, 16384, 1024, 1, 0, 0},                                // two blocks an SM
+      {1, 3, 16384, 1024, 1, 1, 0},                                // shares even at stage granularity
+      {1, 3, 16384, 1024, 0, 0, 0},                                // no L2 hint
+      {1, 3, 16384, 1024, 1, 2, 0},                                // tiles interleaved (the kernel since r9)
+      {1, 4, 16384, 1024, 1, 2, 0}, {1, 3, 16384, 0, 1, 2, 0}, {1, 3, 32768, 2048, 1, 2, 0},
+  };
   struct Shape { int64_t n, k; };
   for (Shape sh : {Shape{14336, 4096}, Shape{4096, 14336}}) {
     const int64_t tile_bytes = 16 * sh.k / 2, tiles = sh.n / 16, chunk_bytes = tiles * tile_bytes;
-    printf("%lld x %lld: bps S stage pieces side hint even upfront | us\n", (long long)sh.n, (long long)sh.k);
+    printf("%lld x %lld: bps S stage side hint even upfront | us\n", (long long)sh.n, (long long)sh.k);
     for (int rep = 0; rep < 2; ++rep)
       for (Cfg c : cfgs) {
         if (tile_bytes % c.stage) continue;  // stages straddle tiles
-        Ring r{w, side, tile_bytes, int(tiles), sms * c.bps, chunk_bytes, c.even, c.stage, c.S, c.pieces, c.side, c.hint, c.upfront};
+        if (c.upfront && c.even == 2) continue;  // the up-front copy is of a contiguous share's scales
+        Ring r{w, side, tile_bytes, int(tiles), sms * c.bps, chunk_bytes, c.even, c.stage, c.S, c.side, c.hint, c.upfront};
         const int up_max = c.upfront ? int(chunk_bytes / (sms * c.bps) / 16 + tile_bytes / 16 + c.stage / 16) : 0;
         const int smem = c.S * (c.stage + c.side) + 2 * c.S * 8 + 8 + 128 + up_max;
         if (smem > 227 * 1024) continue;
         CK(cudaFuncSetAttribute(ring, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         const double us = tm.median_us([&] { ring<<<r.blocks, kConsumerWarps * 32 + 32, smem>>>(r, sink); });
-        printf("%d %d %5d %d %4d %d %d %d | %.2f\n", c.bps, c.S, c.stage, c.pieces, c.side, c.hint, c.even, c.upfront, us);
+        printf("%d %d %5d %4d %d %d %d | %.2f\n", c.bps, c.S, c.stage, c.side, c.hint, c.even, c.upfront, us);
       }
   }
   return 0;
