@@ -296,14 +296,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 // over a cluster of `split` blocks that take the same tiles, each its 1/split of every tile's stages and of X: after the
 // last tile each block adds its share of the tiles from every block's shared memory in rank order.
 // A tile's sums: every warp leaves its 16 rows x 8NT tokens in shared memory, one barrier, and 16 x 8NT consumer threads
-// add the 16 warps' values in a fixed order. A warp's sums are [token][row] with bits 4 and 3 of the index flipped by
-// bits 1 and 2 of the token (tok_swizzle): a store of the mma fragments (lane (g, t): rows g or g + 8, tokens 2t or
-// 2t + 1) then meets 32 banks, where [token][row] put the four t of a g on one bank; the adders' 32 consecutive
-// outputs (two tokens of one pair) stay 32 consecutive words in another order.
+// add the 16 warps' values in a fixed order. A warp's sums are in its fragments' order: the value of lane (g, t) for
+// tokens nt·8 + 2t + e, row g + 8h at 32 (4 nt + 2 e + h) + 8 t + g, so each of a warp's 4 NT stores (one (nt, e, h))
+// is 32 consecutive words (32 banks) at an offset known at compile time, and adder thread i reads the i-th word of
+// every warp (32 consecutive a warp of adders).
 constexpr int kTokRed = 2 * kWarps * 16 * 16;  // floats: the warps' tile sums, two buffers (also X's staging, 2 KB a warp)
-__device__ __forceinline__ int tok_swizzle(int token, int row) {
-  return (token * 16 + row) ^ (((token >> 1) & 1) << 4) ^ (((token >> 2) & 1) << 3);
-}
 struct TokensLayout {
   int side, red, xsum, part, bars, bytes;
   __host__ __device__ TokensLayout(int nt, int max_tiles, int split) {
@@ -466,40 +463,37 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int nt = 0; nt < NT; ++nt) mma_bf16(ga[nt], a, xf[j][h][ks][nt][0], xf[j][h][ks][nt][1]);
           }
         }
-        // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z).
+        // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z); a tile's first stage sets acc.
         const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
         const float z0 = s0 * __uint_as_float(sz0 & 0xffff0000u), z1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const float2 xg = *reinterpret_cast<const float2*>(xsum + (warp * 4 + j) * 16 + nt * 8 + 2 * t);
-          acc[nt][0] += s0 * ga[nt][0] - z0 * xg.x;
-          acc[nt][1] += s0 * ga[nt][1] - z0 * xg.y;
-          acc[nt][2] += s1 * ga[nt][2] - z1 * xg.x;
-          acc[nt][3] += s1 * ga[nt][3] - z1 * xg.y;
+          const float f[4] = {s0 * ga[nt][0] - z0 * xg.x, s0 * ga[nt][1] - z0 * xg.y, s1 * ga[nt][2] - z1 * xg.x,
+                              s1 * ga[nt][3] - z1 * xg.y};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[nt][e] = j == 0 ? f[e] : acc[nt][e] + f[e];
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
         if (++slot == kS) slot = 0, phase ^= 1;
       }
-      // The tile's sums: [warp][token][row] (tok_swizzle's order) in one of two buffers (the other's readers, two tiles
-      // back, passed the barrier before this one), then thread i < 16·T adds output (token i / 16, row i % 16) over the
-      // warps in order.
+      // The tile's sums in one of two buffers (the other's readers, two tiles back, passed the barrier before this
+      // one): acc[nt][2h + e] (tokens nt·8 + 2t + e, row g + 8h) at 32 (4 nt + 2 e + h) past the lane's 8t + g.
       float* r = red + (tile & 1) * kWarps * 16 * T;
+      float* rw = r + warp * 16 * T + 8 * t + g;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        float* rw = r + warp * 16 * T;
-        const int tok = nt * 8 + 2 * t;
-        rw[tok_swizzle(tok, g)] = acc[nt][0], rw[tok_swizzle(tok + 1, g)] = acc[nt][1];
-        rw[tok_swizzle(tok, g + 8)] = acc[nt][2], rw[tok_swizzle(tok + 1, g + 8)] = acc[nt][3];
-        acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+        rw[32 * (4 * nt)] = acc[nt][0], rw[32 * (4 * nt + 2)] = acc[nt][1];
+        rw[32 * (4 * nt + 1)] = acc[nt][2], rw[32 * (4 * nt + 3)] = acc[nt][3];
       }
       consumers_sync();
-      if (tid < 16 * T) {
-        float v = 0.f;
-        const int mine = tok_swizzle(tid / 16, tid % 16);
-        for (int w = 0; w < kWarps; ++w) v += r[w * 16 * T + mine];
-        if (split > 1) part[tile * 16 * T + tid] = v;
-        else if (tid / 16 < p.m) p.y[int64_t(tid / 16) * p.n + tile_of(tile) * 16 + tid % 16] = __float2bfloat16_rn(v);
+      if (tid < 16 * T) {  // word tid of every warp's sums: (nt, e, h) = tid / 32, (t, g) of its lane
+        float v = r[tid];
+        for (int w = 1; w < kWarps; ++w) v += r[w * 16 * T + tid];
+        const int c = tid / 32, tok = (c >> 2) * 8 + 2 * (lane >> 3) + ((c >> 1) & 1), row = (lane & 7) + 8 * (c & 1);
+        if (split > 1) part[tile * 16 * T + tok * 16 + row] = v;
+        else if (tok < p.m) p.y[int64_t(tok) * p.n + tile_of(tile) * 16 + row] = __float2bfloat16_rn(v);
       }
     }
   }
