@@ -115,14 +115,14 @@ def provenance(torch):
             "host": socket.gethostname()}
 
 
-def write_csv(path, rows):
+def write_csv(path, rows, columns=COLUMNS):
     """Atomic: temp file in the destination folder, then os.replace."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".attention_peers.", suffix=".csv.tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=".peers.", suffix=".csv.tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
             w.writeheader()
             w.writerows(rows)
         os.replace(tmp, path)
