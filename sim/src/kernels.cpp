@@ -713,7 +713,7 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
   const bool int4 = f == WeightFormat::int4;
   const int64_t stages = weight_only_mma_tma_stages(f);
   const int64_t ring = stages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
-  if (m > 1) {  // the ring; the warps' tile sums [2][warps][16 tokens][16 rows] (also X's staging); X's group sums
+  if (m > 1) {  // the ring; the warps' tile sums [2][warps][16 x 16] (fragment order; also X's staging); X's group sums
                 // [warps][4][16 tokens]; split > 1: the cluster's tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
     const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m);
     return ring + (2 * 16 * 16 + 4 * 16) * kMmaTmaConsumerWarps * 4 + (split > 1 ? max_tiles * 16 * tokens * 4 : 0) +
