@@ -436,9 +436,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     consumers_sync();  // every warp's staging of X is done before the tile sums reuse the space; the sums are written
 
     // acc[nt]: rows (g, g + 8) x tokens (nt·8 + 2t, + 1) of the tile.
-    float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    float acc[NT][4];  // set by a tile's first stage (j == 0)
     int slot = 0, phase = 0;
 #pragma unroll 1
     for (int tile = 0; tile < tiles; ++tile) {
