@@ -122,6 +122,21 @@ int main(int argc, char** argv) {
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
         }
+  // The mma_tma kernel at 16 tokens over a named split of k (LinearParams::split_k): 1, the wide kernel at k = 4096,
+  // beside the cluster of 2 (the plan takes one by the grid's length, sim/kernels.h weight_only_mma_tma_plan_split):
+  // linear/int4/n<n>xk<k>/m16/kernel:mma_tma/split:<s> (a split that cannot run is a skipped row).
+  for (const auto& sh : shapes)
+    for (int64_t split : {1, 2}) {
+      const LinearShape s{16, sh[0], sh[1]};
+      const std::string name = "linear/int4/n" + std::to_string(sh[0]) + "xk" + std::to_string(sh[1]) +
+                               "/m16/kernel:mma_tma/split:" + std::to_string(split);
+      benchmark::RegisterBenchmark(name.c_str(), [s, split](benchmark::State& st) {
+        run(st, s, WeightFormat::int4, split, WeightOnlyKernel::mma_tma);
+      })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
   for (WeightFormat f : {WeightFormat::bf16, WeightFormat::fp8}) {
     const LinearShape s{8192, 8192, 8192};
     benchmark::RegisterBenchmark(("linear/" + weight_format_name(f) + "/gemm8192").c_str(),

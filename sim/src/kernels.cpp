@@ -580,13 +580,24 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     const std::string why = weight_only_mma_tma_refusal(f, m, n, k, wgmma_available);
     if (!why.empty()) throw Error("linear: the mma_tma weight-only kernel " + why);
     weight_only_cluster_blocks(f, m, plan, reduce, wgmma_available);  // its refusal of a named reduce
-    if (split_k != 0) throw Error("linear: split_k applies to the mma weight-only kernel (mma_tma plans its own grid)");
+    if (split_k != 0 && m == 1)
+      throw Error("linear: split_k applies to the mma weight-only kernel, and the mma_tma kernel's at 2 to 16 tokens "
+                  "(at one token it plans its own grid)");
     // One block an SM, block b taking the 16-row tiles b, b + blocks, ... (2 to 16 tokens: a cluster of split blocks
     // along k each cluster's tiles, interleaved the same way).
     plan.row_tiles = n / 16;
     plan.ctas = std::min<int64_t>(plan.row_tiles, sm_count);
     if (m > 1) {
-      plan.cluster = int(weight_only_mma_tma_split(m, k));
+      if (split_k != 0) {  // a candidate: whole stages a block, X's fragments within the registers (or the wide kernel)
+        const int64_t stages = k / 2048, tiles = weight_only_mma_tma_token_tiles(m);
+        if (split_k > 8 || stages % split_k != 0 ||
+            (stages / split_k * tiles > kMmaTmaMaxGroupTiles && !weight_only_mma_tma_wide(m, k, split_k)))
+          throw Error("linear: the mma_tma weight-only kernel at " + std::to_string(m) + " tokens takes k = " +
+                      std::to_string(k) + " over clusters of 1 to 8 blocks of whole 2048-column stages, at most " +
+                      std::to_string(kMmaTmaMaxGroupTiles) + " groups x n8 tiles a warp (4 unsplit at k = 4096, 9-16 " +
+                      "tokens): split_k " + std::to_string(split_k) + " is not one");
+      }
+      plan.cluster = int(split_k != 0 ? split_k : weight_only_mma_tma_plan_split(m, n, k, sm_count));
       const MmaTmaTokensGrid grid = mma_tma_tokens_grid(f, m, n, k, plan.cluster, sm_count);
       plan.ctas = grid.clusters * plan.cluster;
       if (!grid.fits())
@@ -703,6 +714,15 @@ int64_t weight_only_mma_tma_split(int64_t m, int64_t k) {
   return 0;
 }
 
+bool weight_only_mma_tma_wide(int64_t m, int64_t k, int64_t split) {
+  return weight_only_mma_tma_token_tiles(m) == 2 && split == 1 && k == 2 * 2048;
+}
+
+int64_t weight_only_mma_tma_plan_split(int64_t m, int64_t n, int64_t k, int64_t sm_count) {
+  if (weight_only_mma_tma_wide(m, k, 1) && n / 16 >= kMmaTmaWideMinTiles * sm_count) return 1;
+  return weight_only_mma_tma_split(m, k);
+}
+
 int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count) {
   static constexpr int64_t kH100[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};  // at once on the H100's 132 SMs
   if (split < 1 || split > 8) throw Error("linear: the mma_tma weight-only kernel's clusters hold 1 to 8 blocks");
@@ -715,9 +735,10 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
   const int64_t ring = stages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
   if (m > 1) {  // the ring; the warps' tile sums [2][warps][16 x 16] (fragment order; also X's staging); X's group sums
                 // [warps][4][16 tokens]; split > 1: the cluster's tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
+    // the wide kernel: its second group of X [warps][tiles of tokens][8 x 128] bf16
     const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m);
     return ring + (2 * 16 * 16 + 4 * 16) * kMmaTmaConsumerWarps * 4 + (split > 1 ? max_tiles * 16 * tokens * 4 : 0) +
-           2 * stages * 8;
+           (weight_only_mma_tma_wide(m, k, split) ? kMmaTmaConsumerWarps * tokens * 128 * 2 : 0) + 2 * stages * 8;
   }
   const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
   return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * stages + 2) * 8;
@@ -731,7 +752,7 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
   // Clusters of at most 2 (clusters of 3-8 hold 102-120 of the H100's 132 SMs at once, weight_only_mma_tma_clusters),
   // and of 7 at 9-16 tokens: k = 14336 (the down projection) at 16 tokens measured 21.4 us against wgmma_tma's 24.1;
   // at 4-8 tokens it ties the mma kernel (17.9-18.2 against 17.7-18.6), which keeps them (NOTES.md r10).
-  const int64_t split = weight_only_mma_tma_split(m, k);
+  const int64_t split = weight_only_mma_tma_plan_split(m, n, k, sm_count);
   // ... and where a cluster's sums of its tiles fit beside the ring (plan_weight_only's "do not fit").
   return (split <= 2 || (split == 7 && m > 8)) && mma_tma_tokens_grid(f, m, n, k, split, sm_count).fits();
 }

@@ -337,7 +337,16 @@ TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
   run_case(WeightFormat::int4, 3, 1040, 16384, 34, 0, WeightOnlyKernel::mma_tma);  // a cluster of 4
   run_case(WeightFormat::int4, 12, 4096, 16384, 38, 0, WeightOnlyKernel::mma_tma);  // a cluster of 8
   run_case(WeightFormat::int4, 16, 16, 4096, 39, 0, WeightOnlyKernel::mma_tma);      // one tile, a cluster of 2
-  run_case(WeightFormat::int4, 16, 14336, 4096, 35, 0, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 16, 14336, 4096, 35, 0, WeightOnlyKernel::mma_tma);  // the wide kernel (the plan's)
+  // The wide kernel (9-16 tokens, k = 4096 unsplit; X's second group copied in during the first stage), by name on
+  // fresh token counts and row counts down to one tile (a block a tile where the tiles are fewer than the SMs), and the
+  // plan's at 11 tokens; the split kernel by name on the MLP shape.
+  for (int i = 0; i < 3; ++i) {
+    const int64_t m = 9 + int64_t(rng.next() % 8), n = 16 * (1 + int64_t(rng.next() % (i == 0 ? 8 : 900)));
+    run_case(WeightFormat::int4, m, n, 4096, rng.next(), 1, WeightOnlyKernel::mma_tma);
+  }
+  run_case(WeightFormat::int4, 11, 16 * 600, 4096, 47, 0, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 16, 14336, 4096, 48, 2, WeightOnlyKernel::mma_tma);
   run_case(WeightFormat::int4, 9, 4096, 4096, 36, 0, WeightOnlyKernel::mma_tma);
   run_case(WeightFormat::int4, 8, 14336, 4096, 40, 0, WeightOnlyKernel::mma_tma);
   run_case(WeightFormat::int4, 2, 1024, 4096, 37, 0, WeightOnlyKernel::mma_tma);

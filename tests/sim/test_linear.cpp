@@ -474,17 +474,64 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_EQ(weight_only_mma_tma_split(4, 12288), 3);
   EXPECT_EQ(weight_only_mma_tma_split(16, 12288), 6);
   EXPECT_EQ(weight_only_mma_tma_split(16, 10240), 5);
+  // 9-16 tokens at k = 4096 where a block takes at least 4 tiles: the wide kernel, unsplit (14336 x 4096: 6.8 a
+  // block); fewer (4096 x 4096: 1.9), a cluster of 2.
   const WeightOnlyPlan t16 = plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t16.m_tiles, 2);
-  EXPECT_EQ(t16.cluster, 2);
+  EXPECT_EQ(t16.cluster, 1);
   EXPECT_EQ(t16.ctas, 132);
-  EXPECT_EQ(t16.k_per_block, 2048);
+  EXPECT_EQ(t16.k_per_block, 4096);
+  EXPECT_TRUE(weight_only_mma_tma_wide(16, 4096, t16.cluster));
+  EXPECT_EQ(weight_only_mma_tma_plan_split(9, 14336, 4096, 132), 1);
+  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 16 * 528, 4096, 132), 1);
+  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 16 * 527, 4096, 132), 2);
+  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 4096, 4096, 132), 2);
+  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 14336, 4096, 114), 1);  // an H100 PCIe's 114 SMs: 7.9 tiles a block
+  EXPECT_EQ(weight_only_mma_tma_plan_split(8, 14336, 4096, 132), 1);   // one n8 tile: two stages a warp as before
+  EXPECT_FALSE(weight_only_mma_tma_wide(8, 4096, 1));
+  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 16 * 4000, 8192, 132), 4);  // k = 8192: not the wide kernel's
+  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 4096, 14336, 132), 7);
+  const WeightOnlyPlan t16s = plan_weight_only(WeightFormat::int4, 16, 4096, 4096, 132, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(t16s.cluster, 2);
+  EXPECT_EQ(t16s.k_per_block, 2048);
+  // ... the split kernel by name (LinearParams::split_k at 2 to 16 tokens), and the wide one on a short grid
+  const WeightOnlyPlan named2 =
+      plan_weight_only(WeightFormat::int4, 16, 14336, 4096, 132, WeightOnlyKernel::mma_tma, true, SplitReduce::automatic,
+                       2);
+  EXPECT_EQ(named2.cluster, 2);
+  EXPECT_EQ(named2.ctas, 132);
+  const WeightOnlyPlan named1 =
+      plan_weight_only(WeightFormat::int4, 12, 1024, 4096, 132, WeightOnlyKernel::mma_tma, true, SplitReduce::automatic,
+                       1);
+  EXPECT_EQ(named1.cluster, 1);
+  EXPECT_EQ(named1.ctas, 64);
+  for (int64_t bad : {3, 16})
+    EXPECT_NE(error_of([&] {
+                plan_weight_only(WeightFormat::int4, 16, 4096, 4096, 132, WeightOnlyKernel::mma_tma, true,
+                                 SplitReduce::automatic, bad);
+              }).find("split_k " + std::to_string(bad) + " is not one"),
+              std::string::npos)
+        << bad;
+  // four groups a warp at 8 tokens (k = 8192 unsplit), or two groups of two n8 tiles at k = 8192 split over 1: no
+  for (int64_t m : {8, 16})
+    EXPECT_NE(error_of([&] {
+                plan_weight_only(WeightFormat::int4, m, 4096, 8192, 132, WeightOnlyKernel::mma_tma, true,
+                                 SplitReduce::automatic, 1);
+              }).find("is not one"),
+              std::string::npos)
+        << m;
   const WeightOnlyPlan t8 = plan_weight_only(WeightFormat::int4, 8, 14336, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t8.m_tiles, 1);
   EXPECT_EQ(t8.cluster, 1);
   EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 14, 16, 2), 227 << 10);
-  EXPECT_NE(error_of([&] { plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 4096, 132, WeightOnlyKernel::mma_tma); })
-                .find("do not fit"),
+  // the wide kernel's second group of X: 16 warps x 16 tokens x 128 columns of bf16 beside the ring
+  EXPECT_EQ(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 7, 16, 1) -
+                weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 7, 8, 1),
+            16 * 16 * 128 * 2);
+  EXPECT_NE(error_of([&] {
+              plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 4096, 132, WeightOnlyKernel::mma_tma, true,
+                               SplitReduce::automatic, 2);
+            }).find("do not fit"),
             std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4096, 4096, false).find("Hopper"), std::string::npos);
   EXPECT_NE(refusal(WeightFormat::int4, 1, 4104, 4096).find("multiple of 16"), std::string::npos);
@@ -653,13 +700,18 @@ TEST(LinearModel, CublasSplitsKOnFewOutputTilesAndReducesInASecondLaunch) {
 }
 
 // 2 to 16 tokens on the ring kernel: a tile ends at a block barrier the 16 warps leave together, so a tile's last
-// stage's chain does not overlap the next tile's (NOTES.md r4). At 16 tokens on 14336 x 4096 a block's tile is one
-// stage (k split over a cluster of 2): the chain drains every stage and the blocks' cycles bind; at 8 tokens (two
-// stages a tile) the stream does. Without the drain the model put 16 tokens 14-22% fast.
+// stage's chain does not overlap the next tile's (NOTES.md r4). At 16 tokens on 14336 x 4096 split over a cluster of 2
+// (named: the plan takes the wide kernel there) a block's tile is one stage: the chain drains every stage and the
+// blocks' cycles bind; at 8 tokens (two stages a tile) the stream does. Without the drain the model put 16 tokens
+// 14-22% fast.
 TEST(WeightOnlyModel, TheRingKernelsTileBarrierDrainsAChainATile) {
   const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
   KernelLaunch k16, k8;
-  const Prediction p16 = weight_only_prediction(hw, 16, 14336, 4096, WeightFormat::int4, &k16);
+  Op op16 = linear_cost({16, 14336, 4096}, WeightFormat::int4);
+  op16.kernels = linear_kernels(16, 14336, 4096, WeightFormat::int4, hw, WeightOnlyKernel::mma_tma, 2);
+  ASSERT_EQ(op16.kernels.size(), 1u);
+  k16 = op16.kernels[0];
+  const Prediction p16 = predict(op16, hw);
   const Prediction p8 = weight_only_prediction(hw, 8, 14336, 4096, WeightFormat::int4, &k8);
   ASSERT_EQ(k16.kernel, "weight_only_mma_tma_tokens_kernel");
   ASSERT_EQ(k8.kernel, "weight_only_mma_tma_tokens_kernel");

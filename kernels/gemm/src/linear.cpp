@@ -71,11 +71,12 @@ void validate_linear(const LinearParams& p, int sm_count, int compute_capability
     if (p.m > 64) throw Error(what + "the weight-only kernels serve m <= 64 tokens (the decode regime)");
     if (p.k % 128 != 0) throw Error(what + "the weight-only kernels tile k by 128: k must be a multiple of 128");
     if (p.n > INT32_MAX / 64 || p.k > INT32_MAX / 64) throw Error(what + "too large for the kernel's 32-bit indices");
-    if ((p.kernel == WeightOnlyKernel::wgmma || p.kernel == WeightOnlyKernel::wgmma_tma ||
-         p.kernel == WeightOnlyKernel::mma_tma) &&
+    if ((p.kernel == WeightOnlyKernel::wgmma || p.kernel == WeightOnlyKernel::wgmma_tma) &&
         (p.split_k != 0 || p.split_reduce != SplitReduce::automatic))
       throw Error(what + (p.split_k != 0 ? "split_k" : "split_reduce") + " applies to the mma weight-only kernel (the " +
                   weight_only_kernel_name(p.kernel) + " kernel plans its own grid)");
+    if (p.kernel == WeightOnlyKernel::mma_tma && p.split_reduce != SplitReduce::automatic)
+      throw Error(what + "split_reduce applies to the mma weight-only kernel (the mma_tma kernel sums in its cluster)");
     plan_weight_only(p, sm_count, compute_capability);  // its refusals (wgmma unavailable, a split that does not fit)
   } else if (p.split_k != 0 || p.split_reduce != SplitReduce::automatic) {
     throw Error(what + (p.split_k != 0 ? "split_k" : "split_reduce") +

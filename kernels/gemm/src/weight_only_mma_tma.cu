@@ -94,6 +94,12 @@ struct Layout {
   }
 };
 
+// 16 bytes global -> shared by cp.async (L2 only), zero-filled where !valid.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
 
 template <WeightFormat F, int XR>
@@ -294,7 +300,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // group) comes in by coalesced 16-byte loads into the warp's own 2 KB of shared memory (XOR-swizzled rows) and out by
 // ldmatrix. Where k / 2048 x NT exceeds what the registers hold (sim/kernels.h weight_only_mma_tma_split), k is split
 // over a cluster of `split` blocks that take the same tiles, each its 1/split of every tile's stages and of X: after the
-// last tile each block adds its share of the tiles from every block's shared memory in rank order.
+// last tile each block adds its share of the tiles from every block's shared memory in rank order. Where the grid is
+// long (9-16 tokens, k = 4096, at least 4 tiles a block: sim/kernels.h weight_only_mma_tma_wide) the wide kernel runs
+// unsplit instead, two groups a warp (64 registers of X, its producer's registers given over), one tile's sums every
+// two stages and no cluster's end.
 // A tile's sums: every warp leaves its 16 rows x 8NT tokens in shared memory, one barrier, and 16 x 8NT consumer threads
 // add the 16 warps' values in a fixed order. A warp's sums are in its fragments' order: the value of lane (g, t) for
 // tokens nt·8 + 2t + e, row g + 8h at 32 (4 nt + 2 e + h) + 8 t + g, so each of a warp's 4 NT stores (one (nt, e, h))
@@ -302,14 +311,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // every warp (32 consecutive a warp of adders).
 constexpr int kTokRed = 2 * kWarps * 16 * 16;  // floats: the warps' tile sums, two buffers (also X's staging, 2 KB a warp)
 struct TokensLayout {
-  int side, red, xsum, part, bars, bytes;
-  __host__ __device__ TokensLayout(int nt, int max_tiles, int split) {
+  int side, red, xsum, part, xdef, bars, bytes;
+  __host__ __device__ TokensLayout(int nt, int max_tiles, int split, bool wide) {
     constexpr int kS = kS4;
     side = kS * kStageBytes;
     red = side + kS * kSideBytes;
     xsum = red + kTokRed * 4;
     part = xsum + kWarps * 4 * 16 * 4;  // [warp][4 groups][16 tokens]
-    bars = part + (split > 1 ? max_tiles * 16 * 8 * nt * 4 : 0);
+    xdef = part + (split > 1 ? max_tiles * 16 * 8 * nt * 4 : 0);
+    bars = xdef + (wide ? kWarps * nt * 2048 : 0);  // the wide kernel's second group of X: [warp][nt] 8 rows x 256 B
     bytes = bars + 2 * kS * 8;
   }
 };
@@ -324,8 +334,18 @@ __device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t addr) {
   return v;
 }
 
+// The wide kernel (NT = PT = 2, unsplit: sim/kernels.h weight_only_mma_tma_wide): X's fragments take 64 registers a
+// thread, where 17 warps leave ptxas 96 (5 warps share an SMSP's 16 K registers; the 16-token loop spilled, NOTES.md
+// r3). So its producer is a warpgroup of its own, one thread copying, that gives its registers to the consumers
+// (setmaxnreg: 4 warps at 24, 16 at 112, within the 640 x 96 the block was launched with).
+constexpr int tokens_producer_warps(int nt, int pt) { return nt * pt > kMmaTmaMaxGroupTiles ? 4 : 1; }
+constexpr int tokens_threads(int nt, int pt) { return kConsumers + 32 * tokens_producer_warps(nt, pt); }
+constexpr int kWideProducerRegs = 24, kWideConsumerRegs = 112;
+static_assert(16 * 32 * kWideConsumerRegs + 4 * 32 * kWideProducerRegs <= 20 * 32 * 96,
+              "the wide kernel's setmaxnreg exceeds the registers it was launched with");
+
 template <int NT, int PT>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
     weight_only_mma_tma_tokens_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
@@ -337,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tiles = (p.tiles - cluster + clusters - 1) / clusters;
   auto tile_of = [&](int j) { return cluster + j * clusters; };  // the cluster's j-th tile
   const int max_tiles = (p.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, split);
+  const TokensLayout L(NT, max_tiles, split, tokens_producer_warps(NT, PT) > 1);
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
   const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
   float* red = reinterpret_cast<float*>(smem + L.red);
@@ -356,8 +376,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  if (warp == kWarps) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
-    if (lane == 0) {
+  constexpr int kTh = tokens_threads(NT, PT);
+  constexpr bool kWide = tokens_producer_warps(NT, PT) > 1;
+  if (warp >= kWarps) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
+    if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWideProducerRegs) : "memory");
+    if (warp == kWarps && lane == 0) {
       const uint64_t policy = evict_first_policy();
       const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·32, (rank + 1)·PT·32)
       const int stages = tiles * PT;
@@ -374,48 +397,39 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
   } else {
+    if constexpr (kWide) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWideConsumerRegs) : "memory");
     // X's B fragments for the warp's PT groups: [group j][chunk h][k16 step][n8 tile][b0, b1]; tokens past m are zero.
     uint32_t xf[PT][2][4][NT][2];
-    {
-      uint4 v[PT][NT][4];  // every piece's loads first: lane l takes 16-byte chunks l + 32i, row (l + 32i) / 16
+    // The wide kernel reads twice the X of the split one (every block all of k): its second group's pieces go to
+    // shared memory by cp.async (rows past m zero-filled), waited for before the first tile's second stage, so that
+    // they land while the first stage computes (staged with the first before the loop: 0.5-0.7 us slower, NOTES.md
+    // r14).
+    constexpr int kNow = kWide ? 1 : PT;  // groups staged before the loop
+    unsigned char* xdef = smem + L.xdef + warp * NT * 2048;
+    if constexpr (kWide) {
 #pragma unroll
-      for (int j = 0; j < PT; ++j)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int q = lane + 32 * i, tok = nt * 8 + q / 16;
-            v[j][nt][i] = tok < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t(tok) * p.k +
-                                                                           (rank * PT + j) * 2048 + warp * 128) +
-                                            q % 16)
-                                    : make_uint4(0, 0, 0, 0);
-          }
-      unsigned char* stage = reinterpret_cast<unsigned char*>(red) + warp * 2048;  // 8 rows of 256 bytes
-#pragma unroll
-      for (int j = 0; j < PT; ++j)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int q = lane + 32 * i, r = q / 16;
-            *reinterpret_cast<uint4*>(stage + r * 256 + ((q % 16) ^ r) * 16) = v[j][nt][i];
-          }
-          __syncwarp();
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int kk = 0; kk < 4; kk += 2) {
-              const int r = lane & 7, c = h * 8 + kk * 2 + (lane >> 3);
-              uint32_t b[4];
-              ldmatrix_x4(b, stage + r * 256 + (c ^ r) * 16);
-              xf[j][h][kk][nt][0] = b[0], xf[j][h][kk][nt][1] = b[1];
-              xf[j][h][kk + 1][nt][0] = b[2], xf[j][h][kk + 1][nt][1] = b[3];
-            }
-          __syncwarp();  // the next piece overwrites the rows
+        for (int i = 0; i < 4; ++i) {
+          const int q = lane + 32 * i, r = q / 16, tok = nt * 8 + r;
+          const __nv_bfloat16* src = p.x + int64_t(tok < p.m ? tok : 0) * p.k + (rank * PT + 1) * 2048 + warp * 128;
+          cp_async_16(xdef + nt * 2048 + r * 256 + ((q % 16) ^ r) * 16, src + (q % 16) * 8, tok < p.m);
         }
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
+    auto frags = [&](const unsigned char* stage, int j, int nt) {  // a staged piece's B fragments (ldmatrix)
 #pragma unroll
-    for (int j = 0; j < PT; ++j)
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int kk = 0; kk < 4; kk += 2) {
+          const int r = lane & 7, c = h * 8 + kk * 2 + (lane >> 3);
+          uint32_t b[4];
+          ldmatrix_x4(b, stage + r * 256 + (c ^ r) * 16);
+          xf[j][h][kk][nt][0] = b[0], xf[j][h][kk][nt][1] = b[1];
+          xf[j][h][kk + 1][nt][0] = b[2], xf[j][h][kk + 1][nt][1] = b[3];
+        }
+    };
+    auto group_sums = [&](int j) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         float lo = 0.f, hi = 0.f;
@@ -433,6 +447,38 @@ __global__ void __launch_bounds__(kThreads, 1)
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         if (t == 0) xsum[(warp * 4 + j) * 16 + nt * 8 + g] = sum;
       }
+    };
+    {
+      uint4 v[kNow][NT][4];  // every piece's loads first: lane l takes 16-byte chunks l + 32i, row (l + 32i) / 16
+#pragma unroll
+      for (int j = 0; j < kNow; ++j)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int q = lane + 32 * i, tok = nt * 8 + q / 16;
+            v[j][nt][i] = tok < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t(tok) * p.k +
+                                                                           (rank * PT + j) * 2048 + warp * 128) +
+                                            q % 16)
+                                    : make_uint4(0, 0, 0, 0);
+          }
+      unsigned char* stage = reinterpret_cast<unsigned char*>(red) + warp * 2048;  // 8 rows of 256 bytes
+#pragma unroll
+      for (int j = 0; j < kNow; ++j)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int q = lane + 32 * i, r = q / 16;
+            *reinterpret_cast<uint4*>(stage + r * 256 + ((q % 16) ^ r) * 16) = v[j][nt][i];
+          }
+          __syncwarp();
+          frags(stage, j, nt);
+          __syncwarp();  // the next piece overwrites the rows
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < kNow; ++j) group_sums(j);
     consumers_sync();  // every warp's staging of X is done before the tile sums reuse the space; the sums are written
 
     // acc[nt]: rows (g, g + 8) x tokens (nt·8 + 2t, + 1) of the tile.
@@ -442,6 +488,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int tile = 0; tile < tiles; ++tile) {
 #pragma unroll
       for (int j = 0; j < PT; ++j) {
+        if (kWide && j == 1 && tile == 0) {  // the second group's pieces, copied in during the first stage
+          asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+          __syncwarp();
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) frags(xdef + nt * 2048, 1, nt);
+          group_sums(1);
+          __syncwarp();
+        }
         mbar_wait(&full[slot], phase);
         const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
         const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
@@ -495,12 +549,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  if (split > 1) {  // every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split
+  // Every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split. (Not compiled into
+  // the wide kernel, which is unsplit: with it, where the producer's and consumers' paths meet after setmaxnreg, ptxas
+  // spilled 176-244 bytes.)
+  if (!kWide && split > 1) {
     // Four outputs (rows) a thread: every block's four first (independent loads in flight), then the adds in rank order.
     sm90::cluster_sync();
     constexpr int kQuads = 16 * T / 4;  // a tile's outputs in fours
     const int mine = (tiles - rank + split - 1) / split;
-    for (int i = tid; i < mine * kQuads; i += kThreads) {
+    for (int i = tid; i < mine * kQuads; i += kTh) {
       const int tile = rank + split * (i / kQuads), o = (i % kQuads) * 4;
       if (o / 16 >= p.m) continue;
       float4 q[8];
@@ -556,7 +613,7 @@ template <int NT, int PT>
 void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream) {
   auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT>;
   const int clusters = rp.blocks / rp.split, max_tiles = (rp.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, rp.split);
+  const TokensLayout L(NT, max_tiles, rp.split, tokens_producer_warps(NT, PT) > 1);
   if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, max_tiles, rp.m, rp.split))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;
@@ -568,7 +625,7 @@ void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(rp.blocks));
-  config.blockDim = dim3(kThreads);
+  config.blockDim = dim3(unsigned(tokens_threads(NT, PT)));
   config.dynamicSmemBytes = std::size_t(L.bytes);
   config.stream = stream;
   cudaLaunchAttribute cluster_dim{};
@@ -599,11 +656,13 @@ void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, c
     const int nt = int(weight_only_mma_tma_token_tiles(p.m));
     rp.split = plan.cluster;
     const int pt = int(p.k / 2048) / rp.split;
-    if (p.format != WeightFormat::int4 || nt * pt > kMmaTmaMaxGroupTiles || pt * rp.split * 2048 != p.k ||
+    const bool wide = weight_only_mma_tma_wide(p.m, p.k, rp.split);
+    if (p.format != WeightFormat::int4 || (nt * pt > kMmaTmaMaxGroupTiles && !wide) || pt * rp.split * 2048 != p.k ||
         rp.blocks % rp.split != 0)
       throw Error("linear (weight-only mma_tma): the plan passed a shape the kernel does not take");
     if (nt == 1 && pt == 1) return launch_tokens<1, 1>(rp, p.scales, stream);
     if (nt == 1 && pt == 2) return launch_tokens<1, 2>(rp, p.scales, stream);
+    if (wide) return launch_tokens<2, 2>(rp, p.scales, stream);
     return launch_tokens<2, 1>(rp, p.scales, stream);
   }
   switch (p.format) {

@@ -320,6 +320,17 @@ constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (wei
 constexpr int64_t weight_only_mma_tma_token_tiles(int64_t m) { return m <= 8 ? 1 : 2; }
 constexpr int64_t kMmaTmaMaxGroupTiles = 2;
 int64_t weight_only_mma_tma_split(int64_t m, int64_t k);  // 0: none within 8 blocks
+// The wide kernel: at 9-16 tokens (two n8 tiles) and k = 4096 (two stages) unsplit, two groups a warp (64 registers
+// of X: its producer a warpgroup of its own that gives its registers to the consumers, setmaxnreg), a tile's sums every
+// two stages, no cluster's end; X's second group copied into shared memory while the first tile's first stage computes.
+bool weight_only_mma_tma_wide(int64_t m, int64_t k, int64_t split);
+// The split the plan takes at 2 to 16 tokens: 1 (the wide kernel) where a block takes at least kMmaTmaWideMinTiles
+// 16-row tiles, else weight_only_mma_tma_split. Measured on the H200 (kernels/gemm/NOTES.md r14; bench_gemm, one
+// process a binary, three rounds, us, int4 at 16 tokens, split 2 -> wide): 14336 x 4096 (6.8 tiles a block) 17.09 /
+// 17.14 / 17.20 -> 16.18 / 16.26 / 16.26; 4096 x 4096 (1.9) 9.98 / 10.05 / 10.02 -> 10.02 / 9.98 / 9.92; 1024 x 4096
+// (0.5) 7.78 / 7.74 / 7.68 -> 7.87 / 7.86 / 7.87.
+constexpr int64_t kMmaTmaWideMinTiles = 4;
+int64_t weight_only_mma_tma_plan_split(int64_t m, int64_t n, int64_t k, int64_t sm_count);
 // Its clusters of `split` (1 to 8) blocks that fit the GPU at once, one block an SM: every SM in pairs, but the H100's
 // GPCs hold whole clusters of 3-8 on fewer SMs (scripts/probes/cluster_occupancy.cu, cudaOccupancyMaxActiveClusters at
 // 160-224 KB: 1 / 2 / 3 / 4 / 5 / 6 / 7 / 8 -> 132 / 66 / 39 / 30 / 22 / 17 / 15 / 15, i.e. 132, 132, 117, 120, 110,
@@ -354,7 +365,9 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
 // split_k 1 nothing is summed across blocks and it is ignored).
 // split_k: the mma kernel's blocks along k (0: the plan's; else a candidate that divides k / 128 and whose block fits
 // the shared memory, an inferlab::Error naming the bound otherwise; one block along k lets a tile's warps share its
-// range as the plan does, more give every warp its own 16 rows).
+// range as the plan does, more give every warp its own 16 rows); the mma_tma kernel's at 2 to 16 tokens (the blocks of
+// a cluster along k: one that divides k / 2048 into stages whose X fragments fit, weight_only_mma_tma_split's bound or
+// the wide kernel's, an inferlab::Error naming it otherwise).
 WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k, int64_t sm_count,
                                 WeightOnlyKernel kernel = WeightOnlyKernel::automatic, bool wgmma_available = true,
                                 SplitReduce reduce = SplitReduce::automatic, int64_t split_k = 0);
