@@ -590,7 +590,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     if (m > 1) {
       if (split_k != 0) {  // a candidate: whole stages a block, X's fragments within the registers (or the wide kernel)
         const int64_t stages = k / 2048, tiles = weight_only_mma_tma_token_tiles(m);
-        if (split_k > 8 || stages % split_k != 0 ||
+        if (split_k < 1 || split_k > 8 || stages % split_k != 0 ||
             (stages / split_k * tiles > kMmaTmaMaxGroupTiles && !weight_only_mma_tma_wide(m, k, split_k)))
           throw Error("linear: the mma_tma weight-only kernel at " + std::to_string(m) + " tokens takes k = " +
                       std::to_string(k) + " over clusters of 1 to 8 blocks of whole 2048-column stages, at most " +
@@ -715,7 +715,7 @@ int64_t weight_only_mma_tma_split(int64_t m, int64_t k) {
 }
 
 bool weight_only_mma_tma_wide(int64_t m, int64_t k, int64_t split) {
-  return weight_only_mma_tma_token_tiles(m) == 2 && split == 1 && k == 2 * 2048;
+  return m > 8 && m <= 16 && split == 1 && k == 2 * 2048;
 }
 
 int64_t weight_only_mma_tma_plan_split(int64_t m, int64_t n, int64_t k, int64_t sm_count) {

@@ -489,6 +489,7 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_EQ(weight_only_mma_tma_plan_split(16, 14336, 4096, 114), 1);  // an H100 PCIe's 114 SMs: 7.9 tiles a block
   EXPECT_EQ(weight_only_mma_tma_plan_split(8, 14336, 4096, 132), 1);   // one n8 tile: two stages a warp as before
   EXPECT_FALSE(weight_only_mma_tma_wide(8, 4096, 1));
+  EXPECT_FALSE(weight_only_mma_tma_wide(17, 4096, 1));  // the ring kernel serves 16 tokens at most
   EXPECT_EQ(weight_only_mma_tma_plan_split(16, 16 * 4000, 8192, 132), 4);  // k = 8192: not the wide kernel's
   EXPECT_EQ(weight_only_mma_tma_plan_split(16, 4096, 14336, 132), 7);
   const WeightOnlyPlan t16s = plan_weight_only(WeightFormat::int4, 16, 4096, 4096, 132, WeightOnlyKernel::mma_tma);
@@ -505,7 +506,7 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
                        1);
   EXPECT_EQ(named1.cluster, 1);
   EXPECT_EQ(named1.ctas, 64);
-  for (int64_t bad : {3, 16})
+  for (int64_t bad : {3, 16, -1})
     EXPECT_NE(error_of([&] {
                 plan_weight_only(WeightFormat::int4, 16, 4096, 4096, 132, WeightOnlyKernel::mma_tma, true,
                                  SplitReduce::automatic, bad);

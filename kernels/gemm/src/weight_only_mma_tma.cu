@@ -488,13 +488,15 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
     for (int tile = 0; tile < tiles; ++tile) {
 #pragma unroll
       for (int j = 0; j < PT; ++j) {
-        if (kWide && j == 1 && tile == 0) {  // the second group's pieces, copied in during the first stage
-          asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-          __syncwarp();
+        if constexpr (kWide) {
+          if (j == 1 && tile == 0) {  // the second group's pieces, copied in during the first stage
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+            __syncwarp();
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) frags(xdef + nt * 2048, 1, nt);
-          group_sums(1);
-          __syncwarp();
+            for (int nt = 0; nt < NT; ++nt) frags(xdef + nt * 2048, 1, nt);
+            group_sums(1);
+            __syncwarp();
+          }
         }
         mbar_wait(&full[slot], phase);
         const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
@@ -544,7 +546,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
         float v = r[tid];
         for (int w = 1; w < kWarps; ++w) v += r[w * 16 * T + tid];
         const int c = tid / 32, tok = (c >> 2) * 8 + 2 * (lane >> 3) + ((c >> 1) & 1), row = (lane & 7) + 8 * (c & 1);
-        if (split > 1) part[tile * 16 * T + tok * 16 + row] = v;
+        if (!kWide && split > 1) part[tile * 16 * T + tok * 16 + row] = v;  // (the wide kernel: unsplit, xdef here)
         else if (tok < p.m) p.y[int64_t(tok) * p.n + tile_of(tile) * 16 + row] = __float2bfloat16_rn(v);
       }
     }
@@ -618,6 +620,18 @@ void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;
   attr.ensure(kernel, L.bytes, "linear (weight-only mma_tma)");
+  if constexpr (tokens_producer_warps(NT, PT) > 1) {
+    // setmaxnreg moves registers within the block's launch allotment: the consumers' raise to 112 would wait forever
+    // if ptxas had built the kernel with fewer than the 96 it is given at 640 threads (-maxrregcount, a debug build).
+    static const int regs = [&] {
+      cudaFuncAttributes fa{};
+      INFERLAB_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+      return fa.numRegs;
+    }();
+    if (regs != 96)
+      throw Error("linear (weight-only mma_tma): the wide kernel was built with " + std::to_string(regs) +
+                  " registers a thread; its setmaxnreg (24 / 112) needs the 96 of a 640-thread block");
+  }
   const uint64_t dims[2] = {uint64_t(rp.n), uint64_t(rp.k / 128)};
   const uint64_t strides[1] = {uint64_t(rp.n) * 4};
   const uint32_t box[2] = {16, 16};

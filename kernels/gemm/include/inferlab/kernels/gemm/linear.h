@@ -46,8 +46,9 @@ struct LinearParams {
   // Weight-only formats: which kernel runs (automatic: the plan's choice by m, wgmma_from_tokens);
   // wgmma or wgmma_tma where it was not built or the GPU lacks it, or wgmma for sparse24, is an
   // inferlab::Error naming why.
-  // split_k applies to the mma kernel, and to mma_tma at 2 to 16 tokens (its cluster's blocks along k; 1 at 9-16
-  // tokens and k = 4096: the wide kernel, sim/kernels.h weight_only_mma_tma_wide).
+  // split_k applies to the mma kernel, and to mma_tma named (kernel = mma_tma) at 2 to 16 tokens: its cluster's blocks
+  // along k (1 at 9-16 tokens and k = 4096: the wide kernel, sim/kernels.h weight_only_mma_tma_wide). With automatic
+  // it applies where the plan takes the mma kernel (where it takes wgmma_tma, at 9 tokens or more, it is ignored).
   WeightOnlyKernel kernel = WeightOnlyKernel::automatic;
   // The mma kernel: how the split-k blocks of a row tile sum (sim/kernels.h SplitReduce; automatic: the plan's).
   // cluster where the GPU or the build lacks clusters, the split exceeds 16 blocks or m 16 tokens, is an inferlab::Error.
