@@ -572,8 +572,10 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
   if (kernel == WeightOnlyKernel::automatic && split_k == 0 && reduce == SplitReduce::automatic &&
       weight_only_mma_tma_automatic(f, m, n, k, sm_count, wgmma_available))
     kernel = WeightOnlyKernel::mma_tma;
+  // A named split is the mma kernel's candidate at every m (the wgmma_tma kernel plans its own grid: it ignored one).
   if (kernel == WeightOnlyKernel::automatic)
-    kernel = wgmma_available && tma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma_tma : WeightOnlyKernel::mma;
+    kernel = split_k == 0 && wgmma_available && tma_format && m >= wgmma_from_tokens(f) ? WeightOnlyKernel::wgmma_tma
+                                                                                        : WeightOnlyKernel::mma;
   WeightOnlyPlan plan;
   plan.kernel = kernel;
   if (kernel == WeightOnlyKernel::mma_tma) {

@@ -331,6 +331,15 @@ TEST(WeightOnlyPlan, MmaTilesShareTheirRangeAtOneToken) {
   EXPECT_EQ(int8_down.ctas, 512);
   EXPECT_EQ(plan(WeightFormat::int4, 1, 4096, 14336).split_k, 16);  // int4 and 2:4 keep the plain kernel there
   EXPECT_EQ(plan(WeightFormat::sparse24, 1, 4096, 14336).k_warps, 1);
+  // A named split with the automatic kernel is the mma kernel's candidate at every m: at 16 and 64 tokens, where the
+  // plan's own kernel is wgmma_tma (which plans its own grid), it ran wgmma_tma and ignored the split.
+  for (int64_t m : {1, 16, 64}) {
+    const WeightOnlyPlan named = plan_weight_only(WeightFormat::int4, m, 1024, 1024, 132, WeightOnlyKernel::automatic,
+                                                  true, SplitReduce::automatic, 8);
+    EXPECT_EQ(named.kernel, WeightOnlyKernel::mma) << m;
+    EXPECT_EQ(named.split_k, 8) << m;
+  }
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 1024, 1024, 132).kernel, WeightOnlyKernel::wgmma_tma);
 }
 
 // Split-k summed in a cluster (SplitReduce::cluster): the split_k blocks of a row tile form the cluster, each receiving

@@ -48,7 +48,7 @@ struct LinearParams {
   // inferlab::Error naming why.
   // split_k applies to the mma kernel, and to mma_tma named (kernel = mma_tma) at 2 to 16 tokens: its cluster's blocks
   // along k (1 at 9-16 tokens and k = 4096: the wide kernel, sim/kernels.h weight_only_mma_tma_wide). With automatic
-  // it applies where the plan takes the mma kernel (where it takes wgmma_tma, at 9 tokens or more, it is ignored).
+  // it names the mma kernel's split at every m (the plan's wgmma_tma at 9 tokens or more plans its own grid).
   WeightOnlyKernel kernel = WeightOnlyKernel::automatic;
   // The mma kernel: how the split-k blocks of a row tile sum (sim/kernels.h SplitReduce; automatic: the plan's).
   // cluster where the GPU or the build lacks clusters, the split exceeds 16 blocks or m 16 tokens, is an inferlab::Error.
