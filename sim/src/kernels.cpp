@@ -916,7 +916,10 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //     added after one barrier by 16 dependent shared loads (every PT stages: with the cluster's split, every stage);
 //     the warps leave that barrier together, so a tile's last stage's chain does not overlap the next tile's (one
 //     chain a tile drains: at one stage a tile, 16 tokens, the stage's chain and its issue add, NOTES.md r4); and a
-//     cluster's split summed at the end over its blocks' shared memory (one round trip).
+//     cluster's split summed at the end over its blocks' shared memory (one round trip). The wide kernel (9-16
+//     tokens, k = 4096 unsplit) is the same loop at two stages a tile; its second group of X, copied in during the
+//     first stage, is charged with the first as X's L2 bytes beside the stream (on the H200's ceilings it predicts
+//     13.6 us where 16.2-16.4 was measured: the two-stage tiles' miss of 8 tokens too, NOTES.md r14).
 KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                    const Hardware& hw, KernelLaunch kl) {
   const bool int4 = f == WeightFormat::int4;
