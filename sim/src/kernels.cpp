@@ -517,6 +517,13 @@ namespace {
 // The shared memory one mma block may take at blocks_per_sm blocks an SM: its share of the SM's 227 KB less 1 KB.
 int64_t mma_block_smem_budget(int blocks_per_sm) { return (227 << 10) / blocks_per_sm - (1 << 10); }
 
+// The mma_tma kernel at 2 to 16 tokens over `split` blocks along k: whole 2048-column stages a block, and X's fragments
+// for its groups x n8 tiles within 17 warps' registers (kMmaTmaMaxGroupTiles).
+bool mma_tma_fragments_fit(int64_t m, int64_t k, int64_t split) {
+  const int64_t stages = k / 2048;
+  return stages % split == 0 && stages / split * weight_only_mma_tma_token_tiles(m) <= kMmaTmaMaxGroupTiles;
+}
+
 // The mma_tma kernel at 2 to 16 tokens in clusters of `split` blocks: the clusters its plan asks for (one a share of the
 // row tiles) and the shared memory that gives each block (the cluster's sums of its share beside the ring).
 struct MmaTmaTokensGrid {
@@ -591,9 +598,8 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.ctas = std::min<int64_t>(plan.row_tiles, sm_count);
     if (m > 1) {
       if (split_k != 0) {  // a candidate: whole stages a block, X's fragments within the registers (or the wide kernel)
-        const int64_t stages = k / 2048, tiles = weight_only_mma_tma_token_tiles(m);
-        if (split_k < 1 || split_k > 8 || stages % split_k != 0 ||
-            (stages / split_k * tiles > kMmaTmaMaxGroupTiles && !weight_only_mma_tma_wide(m, k, split_k)))
+        if (split_k < 1 || split_k > 8 ||
+            (!mma_tma_fragments_fit(m, k, split_k) && !weight_only_mma_tma_wide(m, k, split_k)))
           throw Error("linear: the mma_tma weight-only kernel at " + std::to_string(m) + " tokens takes k = " +
                       std::to_string(k) + " over clusters of 1 to 8 blocks of whole 2048-column stages, at most " +
                       std::to_string(kMmaTmaMaxGroupTiles) + " groups x n8 tiles a warp (4 unsplit at k = 4096, 9-16 " +
@@ -710,9 +716,8 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
 }
 
 int64_t weight_only_mma_tma_split(int64_t m, int64_t k) {
-  const int64_t stages = k / 2048, tiles = weight_only_mma_tma_token_tiles(m);
   for (int64_t c : {1, 2, 4, 8, 3, 5, 6, 7})
-    if (stages % c == 0 && stages / c * tiles <= kMmaTmaMaxGroupTiles) return c;
+    if (mma_tma_fragments_fit(m, k, c)) return c;
   return 0;
 }
 

@@ -338,10 +338,10 @@ __device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t addr) {
 // thread, where 17 warps leave ptxas 96 (5 warps share an SMSP's 16 K registers; the 16-token loop spilled, NOTES.md
 // r3). So its producer is a warpgroup of its own, one thread copying, that gives its registers to the consumers
 // (setmaxnreg: 4 warps at 24, 16 at 112, within the 640 x 96 the block was launched with).
-constexpr int tokens_producer_warps(int nt, int pt) { return nt * pt > kMmaTmaMaxGroupTiles ? 4 : 1; }
-constexpr int tokens_threads(int nt, int pt) { return kConsumers + 32 * tokens_producer_warps(nt, pt); }
-constexpr int kWideProducerRegs = 24, kWideConsumerRegs = 112;
-static_assert(16 * 32 * kWideConsumerRegs + 4 * 32 * kWideProducerRegs <= 20 * 32 * 96,
+constexpr bool tokens_wide(int nt, int pt) { return nt * pt > kMmaTmaMaxGroupTiles; }
+constexpr int tokens_threads(int nt, int pt) { return kConsumers + 32 * (tokens_wide(nt, pt) ? 4 : 1); }
+constexpr int kWideLaunchRegs = 96, kWideProducerRegs = 24, kWideConsumerRegs = 112;
+static_assert(kConsumers * kWideConsumerRegs + 128 * kWideProducerRegs <= (kConsumers + 128) * kWideLaunchRegs,
               "the wide kernel's setmaxnreg exceeds the registers it was launched with");
 
 template <int NT, int PT>
@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
   const int tiles = (p.tiles - cluster + clusters - 1) / clusters;
   auto tile_of = [&](int j) { return cluster + j * clusters; };  // the cluster's j-th tile
   const int max_tiles = (p.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, split, tokens_producer_warps(NT, PT) > 1);
+  const TokensLayout L(NT, max_tiles, split, tokens_wide(NT, PT));
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
   const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
   float* red = reinterpret_cast<float*>(smem + L.red);
@@ -376,8 +376,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
   }
   __syncthreads();
 
-  constexpr int kTh = tokens_threads(NT, PT);
-  constexpr bool kWide = tokens_producer_warps(NT, PT) > 1;
+  constexpr bool kWide = tokens_wide(NT, PT);
   if (warp >= kWarps) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
     if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWideProducerRegs) : "memory");
     if (warp == kWarps && lane == 0) {
@@ -559,7 +558,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
     sm90::cluster_sync();
     constexpr int kQuads = 16 * T / 4;  // a tile's outputs in fours
     const int mine = (tiles - rank + split - 1) / split;
-    for (int i = tid; i < mine * kQuads; i += kTh) {
+    for (int i = tid; i < mine * kQuads; i += kThreads) {
       const int tile = rank + split * (i / kQuads), o = (i % kQuads) * 4;
       if (o / 16 >= p.m) continue;
       float4 q[8];
@@ -615,12 +614,12 @@ template <int NT, int PT>
 void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream) {
   auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT>;
   const int clusters = rp.blocks / rp.split, max_tiles = (rp.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, rp.split, tokens_producer_warps(NT, PT) > 1);
+  const TokensLayout L(NT, max_tiles, rp.split, tokens_wide(NT, PT));
   if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, max_tiles, rp.m, rp.split))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;
   attr.ensure(kernel, L.bytes, "linear (weight-only mma_tma)");
-  if constexpr (tokens_producer_warps(NT, PT) > 1) {
+  if constexpr (tokens_wide(NT, PT)) {
     // setmaxnreg moves registers within the block's launch allotment: the consumers' raise to 112 would wait forever
     // if ptxas had built the kernel with fewer than the 96 it is given at 640 threads (-maxrregcount, a debug build).
     static const int regs = [&] {
@@ -628,9 +627,11 @@ void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream
       INFERLAB_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
       return fa.numRegs;
     }();
-    if (regs != 96)
+    if (regs != kWideLaunchRegs)
       throw Error("linear (weight-only mma_tma): the wide kernel was built with " + std::to_string(regs) +
-                  " registers a thread; its setmaxnreg (24 / 112) needs the 96 of a 640-thread block");
+                  " registers a thread; its setmaxnreg (" + std::to_string(kWideProducerRegs) + " / " +
+                  std::to_string(kWideConsumerRegs) + ") needs the " + std::to_string(kWideLaunchRegs) + " of a " +
+                  std::to_string(tokens_threads(NT, PT)) + "-thread block");
   }
   const uint64_t dims[2] = {uint64_t(rp.n), uint64_t(rp.k / 128)};
   const uint64_t strides[1] = {uint64_t(rp.n) * 4};
