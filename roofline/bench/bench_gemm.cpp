@@ -123,10 +123,11 @@ int main(int argc, char** argv) {
               ->Unit(benchmark::kMicrosecond);
         }
   // The mma_tma kernel at 16 tokens over a named split of k (LinearParams::split_k): 1, the wide kernel at k = 4096,
-  // beside the cluster of 2 (the plan takes one by the grid's length, sim/kernels.h weight_only_mma_tma_plan_split):
+  // beside the cluster of 2 (the plan takes one by the grid's length, sim/kernels.h weight_only_mma_tma_plan_split);
+  // at k = 14336 clusters of 7 and of 4, the narrow kernel (sim/kernels.h weight_only_mma_tma_narrow):
   // linear/int4/n<n>xk<k>/m16/kernel:mma_tma/split:<s> (a split that cannot run is a skipped row).
   for (const auto& sh : shapes)
-    for (int64_t split : {1, 2}) {
+    for (int64_t split : {1, 2, 4, 7}) {
       const LinearShape s{16, sh[0], sh[1]};
       const std::string name = "linear/int4/n" + std::to_string(sh[0]) + "xk" + std::to_string(sh[1]) +
                                "/m16/kernel:mma_tma/split:" + std::to_string(split);

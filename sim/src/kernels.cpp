@@ -599,7 +599,8 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     if (m > 1) {
       if (split_k != 0) {  // a candidate: whole stages a block, X's fragments within the registers (or the wide kernel)
         if (split_k < 1 || split_k > 8 ||
-            (!mma_tma_fragments_fit(m, k, split_k) && !weight_only_mma_tma_wide(m, k, split_k)))
+            (!mma_tma_fragments_fit(m, k, split_k) && !weight_only_mma_tma_wide(m, k, split_k) &&
+             !weight_only_mma_tma_narrow(m, k, split_k)))
           throw Error("linear: the mma_tma weight-only kernel at " + std::to_string(m) + " tokens takes k = " +
                       std::to_string(k) + " over clusters of 1 to 8 blocks of whole 2048-column stages, at most " +
                       std::to_string(kMmaTmaMaxGroupTiles) + " groups x n8 tiles a warp (4 unsplit at k = 4096, 9-16 " +
@@ -613,10 +614,10 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
                     " row tiles do not fit a block's shared memory (" + std::to_string(grid.smem) + " bytes)");
     }
     plan.blocks_per_sm = 1;
-    plan.k_warps = kMmaTmaConsumerWarps;
+    plan.k_warps = weight_only_mma_tma_warps(m, k, plan.cluster);
     plan.k_per_block = k / plan.cluster;
     plan.stages = weight_only_mma_tma_stages(f);
-    plan.units = plan.row_tiles * (k / (f == WeightFormat::int4 ? 64 : 32) / kMmaTmaStageChunks);  // stages in all
+    plan.units = plan.row_tiles * (k / (f == WeightFormat::int4 ? 64 : 32) / (2 * plan.k_warps));  // stages in all
     plan.m_tiles = int(weight_only_mma_tma_token_tiles(m));
     return plan;
   }
@@ -725,8 +726,21 @@ bool weight_only_mma_tma_wide(int64_t m, int64_t k, int64_t split) {
   return m > 8 && m <= 16 && split == 1 && k == 2 * 2048;
 }
 
+bool weight_only_mma_tma_narrow(int64_t m, int64_t k, int64_t split) {
+  return m > 8 && m <= 16 && split >= 1 && k % (kMmaTmaNarrowWarps * 128) == 0 &&
+         k / (kMmaTmaNarrowWarps * 128) == 2 * split;
+}
+
+int weight_only_mma_tma_warps(int64_t m, int64_t k, int64_t split) {
+  return m > 1 && weight_only_mma_tma_narrow(m, k, split) ? kMmaTmaNarrowWarps : kMmaTmaConsumerWarps;
+}
+
 int64_t weight_only_mma_tma_plan_split(int64_t m, int64_t n, int64_t k, int64_t sm_count) {
   if (weight_only_mma_tma_wide(m, k, 1) && n / 16 >= kMmaTmaWideMinTiles * sm_count) return 1;
+  const int64_t narrow = k / (2 * kMmaTmaNarrowWarps * 128);  // two narrow stages a block a tile
+  if (narrow <= 8 && weight_only_mma_tma_narrow(m, k, narrow) &&
+      n / 16 >= weight_only_mma_tma_clusters(narrow, sm_count))
+    return narrow;
   return weight_only_mma_tma_split(m, k);
 }
 
@@ -740,12 +754,14 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
   const bool int4 = f == WeightFormat::int4;
   const int64_t stages = weight_only_mma_tma_stages(f);
   const int64_t ring = stages * (kMmaTmaStageChunks * 512 + (int4 ? 1024 : 0));
-  if (m > 1) {  // the ring; the warps' tile sums [2][warps][16 x 16] (fragment order; also X's staging); X's group sums
-                // [warps][4][16 tokens]; split > 1: the cluster's tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
-    // the wide kernel: its second group of X [warps][tiles of tokens][8 x 128] bf16
-    const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m);
-    return ring + (2 * 16 * 16 + 4 * 16) * kMmaTmaConsumerWarps * 4 + (split > 1 ? max_tiles * 16 * tokens * 4 : 0) +
-           (weight_only_mma_tma_wide(m, k, split) ? kMmaTmaConsumerWarps * tokens * 128 * 2 : 0) + 2 * stages * 8;
+  if (m > 1) {  // the ring (two chunks a warp a stage, the scales' 1 KB); the warps' tile sums [2][warps][16 x 16]
+                // (fragment order; also X's staging); X's group sums [warps][4][16 tokens]; split > 1: the cluster's
+                // tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
+    // the wide and narrow kernels: their second group of X [warps][tiles of tokens][8 x 128] bf16
+    const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m), warps = weight_only_mma_tma_warps(m, k, split);
+    const bool defer = weight_only_mma_tma_wide(m, k, split) || weight_only_mma_tma_narrow(m, k, split);
+    return stages * (warps * 2 * 512 + 1024) + (2 * 16 * 16 + 4 * 16) * warps * 4 +
+           (split > 1 ? max_tiles * 16 * tokens * 4 : 0) + (defer ? warps * tokens * 128 * 2 : 0) + 2 * stages * 8;
   }
   const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
   return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * stages + 2) * 8;
@@ -757,11 +773,13 @@ bool weight_only_mma_tma_automatic(WeightFormat f, int64_t m, int64_t n, int64_t
     return false;
   if (m == 1) return true;
   // Clusters of at most 2 (clusters of 3-8 hold 102-120 of the H100's 132 SMs at once, weight_only_mma_tma_clusters),
-  // and of 7 at 9-16 tokens: k = 14336 (the down projection) at 16 tokens measured 21.4 us against wgmma_tma's 24.1;
-  // at 4-8 tokens it ties the mma kernel (17.9-18.2 against 17.7-18.6), which keeps them (NOTES.md r10).
+  // and at 9-16 tokens on k = 14336 (the down projection) clusters of 7 (at 16 tokens 21.4 us against wgmma_tma's
+  // 24.1 on the H100; at 4-8 tokens they tie the mma kernel, 17.9-18.2 against 17.7-18.6, which keeps them: NOTES.md
+  // r10) or the narrow kernel's of 4 (NOTES.md r15).
   const int64_t split = weight_only_mma_tma_plan_split(m, n, k, sm_count);
   // ... and where a cluster's sums of its tiles fit beside the ring (plan_weight_only's "do not fit").
-  return (split <= 2 || (split == 7 && m > 8)) && mma_tma_tokens_grid(f, m, n, k, split, sm_count).fits();
+  return (split <= 2 || (m > 8 && (split == 7 || weight_only_mma_tma_narrow(m, k, split)))) &&
+         mma_tma_tokens_grid(f, m, n, k, split, sm_count).fits();
 }
 
 std::string weight_only_mma_tma_refusal(WeightFormat f, int64_t m, int64_t n, int64_t k, bool hopper) {
@@ -924,7 +942,10 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //     cluster's split summed at the end over its blocks' shared memory (one round trip). The wide kernel (9-16
 //     tokens, k = 4096 unsplit) is the same loop at two stages a tile; its second group of X, copied in during the
 //     first stage, is charged with the first as X's L2 bytes beside the stream (on the H200's ceilings it predicts
-//     13.6 us where 16.2-16.4 was measured: the two-stage tiles' miss of 8 tokens too, NOTES.md r14).
+//     13.6 us where 16.2-16.4 was measured: the two-stage tiles' miss of 8 tokens too, NOTES.md r14). The narrow
+//     kernel (9-16 tokens, k = 14336 over clusters of 4) is the same loop at stages of 14 groups for 14 warps, two a
+//     tile (on the H200's ceilings 15.6 us where 18.6-18.7 was measured, against 21.8 for clusters of 7's 19.6-19.7:
+//     the model charges a tile's barrier more than the kernels lose to it, NOTES.md r15).
 KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                    const Hardware& hw, KernelLaunch kl) {
   const bool int4 = f == WeightFormat::int4;
@@ -936,13 +957,13 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
   kl.ctas_per_sm = 1;
   const double chunks = double(n / 16) * double(k / (int4 ? 64 : 32));
   kl.work += work_of(lp.c, 32.0 * chunks / lp.depth);
-  const double per_warp = double(kMmaTmaStageChunks) / kMmaTmaConsumerWarps;  // chunks a warp a stage
+  const double per_warp = 2;  // chunks a warp a stage
   const Chain ch{lp.chain.alone * per_warp / lp.depth, lp.chain.beside * per_warp / lp.depth};
   const double clusters = double(plan.ctas / plan.cluster);
   const double tiles = std::ceil(double(plan.row_tiles) / clusters);  // the longest share
   const double stages = tiles * double(plan.units / plan.row_tiles) / plan.cluster;
   const double instructions = lp.c.total() * per_warp / lp.depth;
-  double per_stage = std::max(ch.alone, kMmaTmaConsumerWarps * instructions / p.issue_per_clk);
+  double per_stage = std::max(ch.alone, plan.k_warps * instructions / p.issue_per_clk);
   if (m > 1) {
     constexpr double kSumCycles = 16 * 33.0;  // a tile's sums: 16 dependent shared loads after the barrier
     // ... and the chain the barrier drains (once a tile)

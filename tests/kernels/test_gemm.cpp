@@ -356,6 +356,14 @@ TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
   run_case(WeightFormat::int4, 9, 4096, 6144, 44, 0, WeightOnlyKernel::mma_tma);
   run_case(WeightFormat::int4, 16, 4096, 14336, 45, 0, WeightOnlyKernel::mma_tma);
   run_case(WeightFormat::int4, 5, 16 * 301, 14336, 46, 0, WeightOnlyKernel::mma_tma);
+  // The narrow kernel (9-16 tokens, k = 14336 over clusters of 4: stages of 14 groups, two a warp, X's second group
+  // copied in during the first stage): fresh token counts and row counts down to fewer tiles than clusters, the MLP
+  // shape.
+  for (int i = 0; i < 3; ++i) {
+    const int64_t m = 9 + int64_t(rng.next() % 8), n = 16 * (1 + int64_t(rng.next() % (i == 0 ? 20 : 900)));
+    run_case(WeightFormat::int4, m, n, 14336, rng.next(), 4, WeightOnlyKernel::mma_tma);
+  }
+  run_case(WeightFormat::int4, 16, 4096, 14336, 49, 4, WeightOnlyKernel::mma_tma);
   probe.m = 2, probe.k = 2048, probe.format = WeightFormat::int8;
   EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("int8 at one token"), std::string::npos);
   probe.format = WeightFormat::int4;

@@ -500,7 +500,26 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_FALSE(weight_only_mma_tma_wide(8, 4096, 1));
   EXPECT_FALSE(weight_only_mma_tma_wide(17, 4096, 1));  // the ring kernel serves 16 tokens at most
   EXPECT_EQ(weight_only_mma_tma_plan_split(16, 16 * 4000, 8192, 132), 4);  // k = 8192: not the wide kernel's
-  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 4096, 14336, 132), 7);
+  // k = 14336 at 9-16 tokens: the narrow kernel (stages of 14 groups, two a block a tile) over clusters of 4 where
+  // every cluster takes a tile (30 on 132 SMs), else clusters of 7; at 2-8 tokens clusters of 7
+  EXPECT_EQ(weight_only_mma_tma_plan_split(16, 4096, 14336, 132), 4);
+  EXPECT_EQ(weight_only_mma_tma_plan_split(9, 16 * 30, 14336, 132), 4);
+  EXPECT_EQ(weight_only_mma_tma_plan_split(9, 16 * 29, 14336, 132), 7);
+  EXPECT_EQ(weight_only_mma_tma_plan_split(8, 4096, 14336, 132), 7);
+  EXPECT_TRUE(weight_only_mma_tma_narrow(16, 14336, 4));
+  EXPECT_FALSE(weight_only_mma_tma_narrow(8, 14336, 4));
+  EXPECT_FALSE(weight_only_mma_tma_narrow(16, 14336, 7));
+  EXPECT_FALSE(weight_only_mma_tma_narrow(16, 4096, 1));
+  const WeightOnlyPlan down = plan_weight_only(WeightFormat::int4, 16, 4096, 14336, 132, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(down.cluster, 4);
+  EXPECT_EQ(down.ctas, 120);
+  EXPECT_EQ(down.k_warps, kMmaTmaNarrowWarps);
+  EXPECT_EQ(down.units, 256 * 8);  // stages of 1792 columns
+  EXPECT_EQ(t16.k_warps, kMmaTmaConsumerWarps);
+  // its shared memory: the ring of 14 KB stages and 1 KB of scales, the 14 warps' sums and group sums, 9 tiles' sums
+  // of the cluster's split, X's second group, the mbarriers
+  EXPECT_EQ(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 14336, 9, 16, 4),
+            3 * (14336 + 1024) + 14 * (2 * 16 * 16 + 4 * 16) * 4 + 9 * 16 * 16 * 4 + 14 * 16 * 128 * 2 + 6 * 8);
   const WeightOnlyPlan t16s = plan_weight_only(WeightFormat::int4, 16, 4096, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t16s.cluster, 2);
   EXPECT_EQ(t16s.k_per_block, 2048);
@@ -591,11 +610,16 @@ TEST(WeightOnlyPlan, AutomaticChoosesTheKernelMeasuredAhead) {
   EXPECT_EQ(weight_only_mma_tma_clusters(2, 132), 66);
   EXPECT_EQ(weight_only_mma_tma_clusters(7, 132), 15);  // 105 SMs
   EXPECT_EQ(weight_only_mma_tma_clusters(3, 132), 39);
-  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 14336, 132, WeightOnlyKernel::mma_tma).ctas, 105);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 14336, 132, WeightOnlyKernel::mma_tma).ctas, 105);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 8, 4096, 14336, 132).kernel, WeightOnlyKernel::mma);
-  // ... and the down projection (k = 14336) at 9-16 tokens over clusters of 7 (NOTES.md r10)
+  // ... and the down projection (k = 14336) at 9-16 tokens: the narrow kernel over clusters of 4 (NOTES.md r15), or
+  // clusters of 7 where the tiles are fewer than its clusters (NOTES.md r10)
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 9, 4096, 14336, 132).kernel, WeightOnlyKernel::mma_tma);
-  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 14336, 132).cluster, 7);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 14336, 132).cluster, 4);
+  const WeightOnlyPlan short7 = plan_weight_only(WeightFormat::int4, 16, 16 * 64, 14336, 132);
+  EXPECT_EQ(short7.kernel, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(short7.cluster, 4);
+  EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 16 * 20, 14336, 132, WeightOnlyKernel::mma_tma).cluster, 7);
   EXPECT_EQ(plan_weight_only(WeightFormat::int4, 16, 4096, 6144, 132).kernel, WeightOnlyKernel::wgmma_tma);  // 3: not measured
   EXPECT_EQ(pick(WeightFormat::int8, 16), WeightOnlyKernel::mma);
   EXPECT_EQ(pick(WeightFormat::int8, 17), WeightOnlyKernel::wgmma_tma);
@@ -736,14 +760,16 @@ TEST(WeightOnlyModel, TheRingKernelsTileBarrierDrainsAChainATile) {
 // The ring kernel over a cluster of 7 (4096 x 14336, 7 stages a tile): each block copies 1/7 of its cluster's tiles,
 // so a block's copies (18 tiles x 16 KB at one thread's bulk-copy rate) do not bind; charging it the cluster's whole
 // bytes put 4 tokens at 56 us. Measured (H100, bench_gemm, named, NOTES.md r10): 17.9 / 18.2 us at 4 tokens, 18.2 /
-// 18.0 at 8, 21.5 / 21.4 at 16.
+// 18.0 at 8, 21.5 / 21.4 at 16. At 16 tokens the plan's is now the narrow kernel over clusters of 4 (a block copies a
+// quarter of 9 tiles' bytes; NOTES.md r15).
 TEST(WeightOnlyModel, ARingBlockCopiesItsShareOfItsClustersTiles) {
   const Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
   for (int64_t m : {4, 8, 16}) {
     KernelLaunch kl;
     const Prediction pr = weight_only_prediction(hw, m, 4096, 14336, WeightFormat::int4, &kl, WeightOnlyKernel::mma_tma);
     ASSERT_EQ(kl.kernel, "weight_only_mma_tma_tokens_kernel");
-    EXPECT_EQ(plan_weight_only(WeightFormat::int4, m, 4096, 14336, 132, WeightOnlyKernel::mma_tma).cluster, 7);
+    EXPECT_EQ(plan_weight_only(WeightFormat::int4, m, 4096, 14336, 132, WeightOnlyKernel::mma_tma).cluster,
+              m > 8 ? 4 : 7);
     EXPECT_LT(pr.time_s, 24e-6) << m << " tokens";
     EXPECT_GT(pr.time_s, 15e-6) << m << " tokens";
   }

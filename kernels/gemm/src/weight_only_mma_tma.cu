@@ -303,23 +303,25 @@ __global__ void __launch_bounds__(kThreads, 1)
 // last tile each block adds its share of the tiles from every block's shared memory in rank order. Where the grid is
 // long (9-16 tokens, k = 4096, at least 4 tiles a block: sim/kernels.h weight_only_mma_tma_wide) the wide kernel runs
 // unsplit instead, two groups a warp (64 registers of X, its producer's registers given over), one tile's sums every
-// two stages and no cluster's end.
+// two stages and no cluster's end. At 9-16 tokens on k = 14336 (the down projection: 7 stages of 2048, split over
+// clusters of 7) the narrow kernel cuts a tile into 8 stages of 14 groups (1792 columns) for 14 consumer warps, two a
+// block over clusters of 4 (sim/kernels.h weight_only_mma_tma_narrow): two groups a warp as the wide kernel's, a tile's
+// sums every two stages, 9 tiles a block instead of 18 one-stage ones.
 // A tile's sums: every warp leaves its 16 rows x 8NT tokens in shared memory, one barrier, and 16 x 8NT consumer threads
 // add the 16 warps' values in a fixed order. A warp's sums are in its fragments' order: the value of lane (g, t) for
 // tokens nt·8 + 2t + e, row g + 8h at 32 (4 nt + 2 e + h) + 8 t + g, so each of a warp's 4 NT stores (one (nt, e, h))
 // is 32 consecutive words (32 banks) at an offset known at compile time, and adder thread i reads the i-th word of
 // every warp (32 consecutive a warp of adders).
-constexpr int kTokRed = 2 * kWarps * 16 * 16;  // floats: the warps' tile sums, two buffers (also X's staging, 2 KB a warp)
 struct TokensLayout {
   int side, red, xsum, part, xdef, bars, bytes;
-  __host__ __device__ TokensLayout(int nt, int max_tiles, int split, bool wide) {
+  __host__ __device__ TokensLayout(int nt, int max_tiles, int split, bool defer, int warps) {
     constexpr int kS = kS4;
-    side = kS * kStageBytes;
+    side = kS * warps * 1024;  // a stage: two chunks of 512 bytes a warp
     red = side + kS * kSideBytes;
-    xsum = red + kTokRed * 4;
-    part = xsum + kWarps * 4 * 16 * 4;  // [warp][4 groups][16 tokens]
+    xsum = red + 2 * warps * 16 * 16 * 4;  // the warps' tile sums, two buffers (also X's staging, 2 KB a warp)
+    part = xsum + warps * 4 * 16 * 4;       // [warp][4 groups][16 tokens]
     xdef = part + (split > 1 ? max_tiles * 16 * 8 * nt * 4 : 0);
-    bars = xdef + (wide ? kWarps * nt * 2048 : 0);  // the wide kernel's second group of X: [warp][nt] 8 rows x 256 B
+    bars = xdef + (defer ? warps * nt * 2048 : 0);  // a deferred second group of X: [warp][nt] 8 rows x 256 B
     bytes = bars + 2 * kS * 8;
   }
 };
@@ -338,18 +340,25 @@ __device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t addr) {
 // thread, where 17 warps leave ptxas 96 (5 warps share an SMSP's 16 K registers; the 16-token loop spilled, NOTES.md
 // r3). So its producer is a warpgroup of its own, one thread copying, that gives its registers to the consumers
 // (setmaxnreg: 4 warps at 24, 16 at 112, within the 640 x 96 the block was launched with).
-constexpr bool tokens_wide(int nt, int pt) { return nt * pt > kMmaTmaMaxGroupTiles; }
-constexpr int tokens_threads(int nt, int pt) { return kConsumers + 32 * (tokens_wide(nt, pt) ? 4 : 1); }
+// The narrow kernel (NT = PT = 2 over W = 14 consumer warps: stages of 14 groups, 1792 columns; sim/kernels.h
+// weight_only_mma_tma_narrow) needs no such exchange: 15 warps leave ptxas 128 registers a thread. Both defer X's
+// second group (tokens_defer).
+constexpr bool tokens_defer(int nt, int pt) { return nt * pt > kMmaTmaMaxGroupTiles; }
+constexpr bool tokens_wide(int nt, int pt, int w) { return tokens_defer(nt, pt) && w == kWarps; }
+constexpr int tokens_threads(int nt, int pt, int w) { return 32 * w + 32 * (tokens_wide(nt, pt, w) ? 4 : 1); }
 constexpr int kWideLaunchRegs = 96, kWideProducerRegs = 24, kWideConsumerRegs = 112;
 static_assert(kConsumers * kWideConsumerRegs + 128 * kWideProducerRegs <= (kConsumers + 128) * kWideLaunchRegs,
               "the wide kernel's setmaxnreg exceeds the registers it was launched with");
 
-template <int NT, int PT>
-__global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
+template <int NT, int PT, int W>
+__global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     weight_only_mma_tma_tokens_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
   constexpr int kS = kS4;
+  constexpr int kChunks = 2 * W, kBytes = kChunks * 512, kCols = kChunks * 64;  // a stage: W groups
+  constexpr int kThreadsW = tokens_threads(NT, PT, W);
+  constexpr bool kWide = tokens_wide(NT, PT, W), kDefer = tokens_defer(NT, PT);
   extern __shared__ __align__(128) unsigned char smem[];
   const int split = p.split, rank = split > 1 ? int(sm90::cluster_rank()) : 0;
   const int clusters = p.blocks / split, cluster = blockIdx.x / split;
@@ -357,7 +366,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
   const int tiles = (p.tiles - cluster + clusters - 1) / clusters;
   auto tile_of = [&](int j) { return cluster + j * clusters; };  // the cluster's j-th tile
   const int max_tiles = (p.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, split, tokens_wide(NT, PT));
+  const TokensLayout L(NT, max_tiles, split, kDefer, W);
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
   const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
   float* red = reinterpret_cast<float*>(smem + L.red);
@@ -370,27 +379,25 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
   if (tid == 0) {
     for (int s = 0; s < kS; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kWarps);
+      mbar_init(&empty[s], W);
     }
     sm90::fence_mbar_init();
   }
   __syncthreads();
 
-  constexpr bool kWide = tokens_wide(NT, PT);
-  if (warp >= kWarps) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
+  if (warp >= W) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
     if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWideProducerRegs) : "memory");
-    if (warp == kWarps && lane == 0) {
+    if (warp == W && lane == 0) {
       const uint64_t policy = evict_first_policy();
-      const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·32, (rank + 1)·PT·32)
+      const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·2W, (rank + 1)·PT·2W)
       const int stages = tiles * PT;
 #pragma unroll 1
       for (int s = 0, slot = 0; s < stages; ++s) {
         if (s >= kS) mbar_wait(&empty[slot], (s / kS - 1) & 1);
         const int tile = tile_of(s / PT), j = rank * PT + s % PT;
-        mbar_expect_tx(&full[slot], uint32_t(kStageBytes + kSideBytes));
-        bulk_load(smem + slot * kStageBytes, p.w + (tile * tile_chunks + j * kStageChunks) * 32, kStageBytes,
-                  &full[slot], policy);
-        tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, tile * 16, j * 16, &full[slot]);
+        mbar_expect_tx(&full[slot], uint32_t(kBytes + W * 16 * 4));
+        bulk_load(smem + slot * kBytes, p.w + (tile * tile_chunks + j * kChunks) * 32, kBytes, &full[slot], policy);
+        tma_load_2d(smem + L.side + slot * kSideBytes, &map_s, tile * 16, j * W, &full[slot]);
         if (++slot == kS) slot = 0;
       }
     }
@@ -403,15 +410,15 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
     // shared memory by cp.async (rows past m zero-filled), waited for before the first tile's second stage, so that
     // they land while the first stage computes (staged with the first before the loop: 0.5-0.7 us slower, NOTES.md
     // r14).
-    constexpr int kNow = kWide ? 1 : PT;  // groups staged before the loop
+    constexpr int kNow = kDefer ? 1 : PT;  // groups staged before the loop
     unsigned char* xdef = smem + L.xdef + warp * NT * 2048;
-    if constexpr (kWide) {
+    if constexpr (kDefer) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int q = lane + 32 * i, r = q / 16, tok = nt * 8 + r;
-          const __nv_bfloat16* src = p.x + int64_t(tok < p.m ? tok : 0) * p.k + (rank * PT + 1) * 2048 + warp * 128;
+          const __nv_bfloat16* src = p.x + int64_t(tok < p.m ? tok : 0) * p.k + (rank * PT + 1) * kCols + warp * 128;
           cp_async_16(xdef + nt * 2048 + r * 256 + ((q % 16) ^ r) * 16, src + (q % 16) * 8, tok < p.m);
         }
       asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -457,7 +464,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
           for (int i = 0; i < 4; ++i) {
             const int q = lane + 32 * i, tok = nt * 8 + q / 16;
             v[j][nt][i] = tok < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t(tok) * p.k +
-                                                                           (rank * PT + j) * 2048 + warp * 128) +
+                                                                           (rank * PT + j) * kCols + warp * 128) +
                                             q % 16)
                                     : make_uint4(0, 0, 0, 0);
           }
@@ -478,7 +485,8 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
     }
 #pragma unroll
     for (int j = 0; j < kNow; ++j) group_sums(j);
-    consumers_sync();  // every warp's staging of X is done before the tile sums reuse the space; the sums are written
+    // every warp's staging of X is done before the tile sums reuse the space; the sums are written
+    asm volatile("bar.sync 1, %0;\n" ::"n"(32 * W) : "memory");
 
     // acc[nt]: rows (g, g + 8) x tokens (nt·8 + 2t, + 1) of the tile.
     float acc[NT][4];  // set by a tile's first stage (j == 0)
@@ -487,7 +495,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
     for (int tile = 0; tile < tiles; ++tile) {
 #pragma unroll
       for (int j = 0; j < PT; ++j) {
-        if constexpr (kWide) {
+        if constexpr (kDefer) {
           if (j == 1 && tile == 0) {  // the second group's pieces, copied in during the first stage
             asm volatile("cp.async.wait_group 0;\n" ::: "memory");
             __syncwarp();
@@ -498,7 +506,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
           }
         }
         mbar_wait(&full[slot], phase);
-        const uint4* wl = ws + (slot * kStageChunks + warp * kWarpChunks) * 32 + lane;
+        const uint4* wl = ws + (slot * kChunks + warp * kWarpChunks) * 32 + lane;
         const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
         float ga[NT][4];  // the group's sums of (128 + q) x
 #pragma unroll
@@ -533,17 +541,17 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
       }
       // The tile's sums in one of two buffers (the other's readers, two tiles back, passed the barrier before this
       // one): acc[nt][2h + e] (tokens nt·8 + 2t + e, row g + 8h) at 32 (4 nt + 2 e + h) past the lane's 8t + g.
-      float* r = red + (tile & 1) * kWarps * 16 * T;
+      float* r = red + (tile & 1) * W * 16 * T;
       float* rw = r + warp * 16 * T + 8 * t + g;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         rw[32 * (4 * nt)] = acc[nt][0], rw[32 * (4 * nt + 2)] = acc[nt][1];
         rw[32 * (4 * nt + 1)] = acc[nt][2], rw[32 * (4 * nt + 3)] = acc[nt][3];
       }
-      consumers_sync();
+      asm volatile("bar.sync 1, %0;\n" ::"n"(32 * W) : "memory");  // the consumers
       if (tid < 16 * T) {  // word tid of every warp's sums: (nt, e, h) = tid / 32, (t, g) of its lane
         float v = r[tid];
-        for (int w = 1; w < kWarps; ++w) v += r[w * 16 * T + tid];
+        for (int w = 1; w < W; ++w) v += r[w * 16 * T + tid];
         const int c = tid / 32, tok = (c >> 2) * 8 + 2 * (lane >> 3) + ((c >> 1) & 1), row = (lane & 7) + 8 * (c & 1);
         if (!kWide && split > 1) part[tile * 16 * T + tok * 16 + row] = v;  // (the wide kernel: unsplit, xdef here)
         else if (tok < p.m) p.y[int64_t(tok) * p.n + tile_of(tile) * 16 + row] = __float2bfloat16_rn(v);
@@ -558,7 +566,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT), 1)
     sm90::cluster_sync();
     constexpr int kQuads = 16 * T / 4;  // a tile's outputs in fours
     const int mine = (tiles - rank + split - 1) / split;
-    for (int i = tid; i < mine * kQuads; i += kThreads) {
+    for (int i = tid; i < mine * kQuads; i += kThreadsW) {
       const int tile = rank + split * (i / kQuads), o = (i % kQuads) * 4;
       if (o / 16 >= p.m) continue;
       float4 q[8];
@@ -609,17 +617,18 @@ void launch(RingParams rp, const void* scales, cudaStream_t stream) {
   INFERLAB_CHECK_LAUNCH();
 }
 
-// int4 at 2 to 16 tokens: NT n8 tiles of tokens, PT stages (2048 columns) a tile a block, rp.split blocks a cluster.
-template <int NT, int PT>
+// int4 at 2 to 16 tokens: NT n8 tiles of tokens, PT stages (W groups, 128 W columns) a tile a block, rp.split blocks a
+// cluster.
+template <int NT, int PT, int W = kWarps>
 void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream) {
-  auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT>;
+  auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT, W>;
   const int clusters = rp.blocks / rp.split, max_tiles = (rp.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, rp.split, tokens_wide(NT, PT));
+  const TokensLayout L(NT, max_tiles, rp.split, tokens_defer(NT, PT), W);
   if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, max_tiles, rp.m, rp.split))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;
   attr.ensure(kernel, L.bytes, "linear (weight-only mma_tma)");
-  if constexpr (tokens_wide(NT, PT)) {
+  if constexpr (tokens_wide(NT, PT, W)) {
     // setmaxnreg moves registers within the block's launch allotment: the consumers' raise to 112 would wait forever
     // if ptxas had built the kernel with fewer than the 96 it is given at 640 threads (-maxrregcount, a debug build).
     static const int regs = [&] {
@@ -631,16 +640,16 @@ void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream
       throw Error("linear (weight-only mma_tma): the wide kernel was built with " + std::to_string(regs) +
                   " registers a thread; its setmaxnreg (" + std::to_string(kWideProducerRegs) + " / " +
                   std::to_string(kWideConsumerRegs) + ") needs the " + std::to_string(kWideLaunchRegs) + " of a " +
-                  std::to_string(tokens_threads(NT, PT)) + "-thread block");
+                  std::to_string(tokens_threads(NT, PT, W)) + "-thread block");
   }
   const uint64_t dims[2] = {uint64_t(rp.n), uint64_t(rp.k / 128)};
   const uint64_t strides[1] = {uint64_t(rp.n) * 4};
-  const uint32_t box[2] = {16, 16};
+  const uint32_t box[2] = {16, uint32_t(W)};  // a stage's scales: 16 rows x W groups
   const CUtensorMap map_s = make_tensor_map("linear (weight-only mma_tma)", scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 2,
                                             dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(rp.blocks));
-  config.blockDim = dim3(unsigned(tokens_threads(NT, PT)));
+  config.blockDim = dim3(unsigned(tokens_threads(NT, PT, W)));
   config.dynamicSmemBytes = std::size_t(L.bytes);
   config.stream = stream;
   cudaLaunchAttribute cluster_dim{};
@@ -670,11 +679,13 @@ void weight_only_linear_mma_tma(const LinearParams& p, const LinearPlan& plan, c
   if (p.m > 1) {  // int4 (sim/kernels.h weight_only_mma_tma_refusal): the tiles of tokens, the split, the stages a tile
     const int nt = int(weight_only_mma_tma_token_tiles(p.m));
     rp.split = plan.cluster;
-    const int pt = int(p.k / 2048) / rp.split;
     const bool wide = weight_only_mma_tma_wide(p.m, p.k, rp.split);
-    if (p.format != WeightFormat::int4 || (nt * pt > kMmaTmaMaxGroupTiles && !wide) || pt * rp.split * 2048 != p.k ||
-        rp.blocks % rp.split != 0)
+    const bool narrow = weight_only_mma_tma_narrow(p.m, p.k, rp.split);
+    const int cols = 128 * weight_only_mma_tma_warps(p.m, p.k, rp.split), pt = int(p.k / cols) / rp.split;
+    if (p.format != WeightFormat::int4 || (nt * pt > kMmaTmaMaxGroupTiles && !wide && !narrow) ||
+        pt * rp.split * cols != p.k || rp.blocks % rp.split != 0)
       throw Error("linear (weight-only mma_tma): the plan passed a shape the kernel does not take");
+    if (narrow) return launch_tokens<2, 2, kMmaTmaNarrowWarps>(rp, p.scales, stream);
     if (nt == 1 && pt == 1) return launch_tokens<1, 1>(rp, p.scales, stream);
     if (nt == 1 && pt == 2) return launch_tokens<1, 2>(rp, p.scales, stream);
     if (wide) return launch_tokens<2, 2>(rp, p.scales, stream);

@@ -324,11 +324,21 @@ int64_t weight_only_mma_tma_split(int64_t m, int64_t k);  // 0: none within 8 bl
 // of X: its producer a warpgroup of its own that gives its registers to the consumers, setmaxnreg), a tile's sums every
 // two stages, no cluster's end; X's second group copied into shared memory while the first tile's first stage computes.
 bool weight_only_mma_tma_wide(int64_t m, int64_t k, int64_t split);
+// The narrow kernel: at 9-16 tokens, stages of kMmaTmaNarrowWarps groups (1792 columns) for as many consumer warps, two
+// stages a tile a block (two groups a warp: 15 warps leave ptxas 128 registers a thread, no setmaxnreg), a tile's sums
+// every two stages: k = 14336 (the down projection, 8 stages of 1792) over clusters of 4; X's second group deferred as
+// the wide kernel's.
+constexpr int kMmaTmaNarrowWarps = 14;
+bool weight_only_mma_tma_narrow(int64_t m, int64_t k, int64_t split);
+// The consumer warps (two chunks each a stage) of the mma_tma kernel at m tokens over clusters of split blocks.
+int weight_only_mma_tma_warps(int64_t m, int64_t k, int64_t split);
 // The split the plan takes at 2 to 16 tokens: 1 (the wide kernel) where a block takes at least kMmaTmaWideMinTiles
-// 16-row tiles, else weight_only_mma_tma_split. Measured on the H200 (kernels/gemm/NOTES.md r14; bench_gemm, one
-// process a binary, three rounds, us, int4 at 16 tokens, split 2 -> wide): 14336 x 4096 (6.8 tiles a block) 17.09 /
-// 17.14 / 17.20 -> 16.18 / 16.26 / 16.26; 4096 x 4096 (1.9) 9.98 / 10.05 / 10.02 -> 10.02 / 9.98 / 9.92; 1024 x 4096
-// (0.5) 7.78 / 7.74 / 7.68 -> 7.87 / 7.86 / 7.87.
+// 16-row tiles (H200, kernels/gemm/NOTES.md r14; bench_gemm, one process a binary, three rounds, us, int4 at 16
+// tokens, split 2 -> wide: 14336 x 4096, 6.8 tiles a block, 17.09 / 17.14 / 17.20 -> 16.18 / 16.26 / 16.26; 4096 x
+// 4096, 1.9, 9.98 / 10.05 / 10.02 -> 10.02 / 9.98 / 9.92; 1024 x 4096, 0.5, 7.78 / 7.74 / 7.68 -> 7.87 / 7.86 / 7.87);
+// the narrow kernel's (k = 14336: 4) where each of its clusters takes a tile at least (H200, NOTES.md r15; 4096 x
+// 14336 at 16 tokens, clusters of 7 -> the narrow kernel: 19.6 / 19.7 / 19.7 -> 18.7 / 18.6 / 18.6); else
+// weight_only_mma_tma_split.
 constexpr int64_t kMmaTmaWideMinTiles = 4;
 int64_t weight_only_mma_tma_plan_split(int64_t m, int64_t n, int64_t k, int64_t sm_count);
 // Its clusters of `split` (1 to 8) blocks that fit the GPU at once, one block an SM: every SM in pairs, but the H100's
