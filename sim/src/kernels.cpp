@@ -604,7 +604,8 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
           throw Error("linear: the mma_tma weight-only kernel at " + std::to_string(m) + " tokens takes k = " +
                       std::to_string(k) + " over clusters of 1 to 8 blocks of whole 2048-column stages, at most " +
                       std::to_string(kMmaTmaMaxGroupTiles) + " groups x n8 tiles a warp (4 unsplit at k = 4096, 9-16 " +
-                      "tokens): split_k " + std::to_string(split_k) + " is not one");
+                      "tokens; at k = 14336 and 9-16 tokens 4, the narrow kernel's 1792-column stages): split_k " +
+                      std::to_string(split_k) + " is not one");
       }
       plan.cluster = int(split_k != 0 ? split_k : weight_only_mma_tma_plan_split(m, n, k, sm_count));
       const MmaTmaTokensGrid grid = mma_tma_tokens_grid(f, m, n, k, plan.cluster, sm_count);
@@ -727,7 +728,9 @@ bool weight_only_mma_tma_wide(int64_t m, int64_t k, int64_t split) {
 }
 
 bool weight_only_mma_tma_narrow(int64_t m, int64_t k, int64_t split) {
-  return m > 8 && m <= 16 && split >= 1 && k % (kMmaTmaNarrowWarps * 128) == 0 &&
+  // k a multiple of the other kernels' 2048-column stages too (the refusal's): within kMmaTmaMaxK, 14336 only, the
+  // shape measured
+  return m > 8 && m <= 16 && split >= 1 && k % 2048 == 0 && k % (kMmaTmaNarrowWarps * 128) == 0 &&
          k / (kMmaTmaNarrowWarps * 128) == 2 * split;
 }
 
@@ -944,7 +947,7 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //     first stage, is charged with the first as X's L2 bytes beside the stream (on the H200's ceilings it predicts
 //     13.6 us where 16.2-16.4 was measured: the two-stage tiles' miss of 8 tokens too, NOTES.md r14). The narrow
 //     kernel (9-16 tokens, k = 14336 over clusters of 4) is the same loop at stages of 14 groups for 14 warps, two a
-//     tile (on the H200's ceilings 15.6 us where 18.6-18.7 was measured, against 21.8 for clusters of 7's 19.6-19.7:
+//     tile (on the H200's ceilings 15.3 us where 18.6-18.7 was measured, against 21.8 for clusters of 7's 19.6-19.7:
 //     the model charges a tile's barrier more than the kernels lose to it, NOTES.md r15).
 KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                    const Hardware& hw, KernelLaunch kl) {
@@ -965,10 +968,10 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
   const double instructions = lp.c.total() * per_warp / lp.depth;
   double per_stage = std::max(ch.alone, plan.k_warps * instructions / p.issue_per_clk);
   if (m > 1) {
-    constexpr double kSumCycles = 16 * 33.0;  // a tile's sums: 16 dependent shared loads after the barrier
+    const double sum_cycles = plan.k_warps * 33.0;  // a tile's sums: a dependent shared load a warp after the barrier
     // ... and the chain the barrier drains (once a tile)
     const double stages_a_tile = double(plan.units / plan.row_tiles) / plan.cluster;
-    per_stage += (kSumCycles + ch.alone) / stages_a_tile;
+    per_stage += (sum_cycles + ch.alone) / stages_a_tile;
     kl.l2_bytes = double(plan.ctas) * 8.0 * plan.m_tiles * double(plan.k_per_block) * 2;
     if (plan.cluster > 1) kl.epilogue_l2_round_trips = 1;
   }

@@ -352,9 +352,10 @@ TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
   run_case(WeightFormat::int4, 2, 1024, 4096, 37, 0, WeightOnlyKernel::mma_tma);
   probe.m = 17;
   EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("serves 1 to 16 tokens"), std::string::npos);
-  // clusters of 3 and 7 (k / 2048 divided by no power of two): 6144 and 14336 (the down projection) at 9-16 and 2-8
+  // clusters of 3 and 7 (k / 2048 divided by no power of two): 6144 and 14336 (the down projection, named: the plan's
+  // at 9-16 tokens is the narrow kernel's) at 9-16 and 2-8
   run_case(WeightFormat::int4, 9, 4096, 6144, 44, 0, WeightOnlyKernel::mma_tma);
-  run_case(WeightFormat::int4, 16, 4096, 14336, 45, 0, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 16, 4096, 14336, 45, 7, WeightOnlyKernel::mma_tma);
   run_case(WeightFormat::int4, 5, 16 * 301, 14336, 46, 0, WeightOnlyKernel::mma_tma);
   // The narrow kernel (9-16 tokens, k = 14336 over clusters of 4: stages of 14 groups, two a warp, X's second group
   // copied in during the first stage): fresh token counts and row counts down to fewer tiles than clusters, the MLP
@@ -364,6 +365,7 @@ TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
     run_case(WeightFormat::int4, m, n, 14336, rng.next(), 4, WeightOnlyKernel::mma_tma);
   }
   run_case(WeightFormat::int4, 16, 4096, 14336, 49, 4, WeightOnlyKernel::mma_tma);
+  run_case(WeightFormat::int4, 11, 16 * 300, 14336, 51);  // the automatic plan's at 11 tokens
   probe.m = 2, probe.k = 2048, probe.format = WeightFormat::int8;
   EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("int8 at one token"), std::string::npos);
   probe.format = WeightFormat::int4;

@@ -510,6 +510,10 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_FALSE(weight_only_mma_tma_narrow(8, 14336, 4));
   EXPECT_FALSE(weight_only_mma_tma_narrow(16, 14336, 7));
   EXPECT_FALSE(weight_only_mma_tma_narrow(16, 4096, 1));
+  EXPECT_FALSE(weight_only_mma_tma_narrow(16, 7168, 2));  // 4 narrow stages, but not whole 2048-column ones: not measured
+  const WeightOnlyPlan auto11 = plan_weight_only(WeightFormat::int4, 11, 16 * 300, 14336, 132);
+  EXPECT_EQ(auto11.kernel, WeightOnlyKernel::mma_tma);
+  EXPECT_EQ(auto11.cluster, 4);
   const WeightOnlyPlan down = plan_weight_only(WeightFormat::int4, 16, 4096, 14336, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(down.cluster, 4);
   EXPECT_EQ(down.ctas, 120);

@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // block over clusters of 4 (sim/kernels.h weight_only_mma_tma_narrow): two groups a warp as the wide kernel's, a tile's
 // sums every two stages, 9 tiles a block instead of 18 one-stage ones.
 // A tile's sums: every warp leaves its 16 rows x 8NT tokens in shared memory, one barrier, and 16 x 8NT consumer threads
-// add the 16 warps' values in a fixed order. A warp's sums are in its fragments' order: the value of lane (g, t) for
+// add the W warps' values in a fixed order. A warp's sums are in its fragments' order: the value of lane (g, t) for
 // tokens nt·8 + 2t + e, row g + 8h at 32 (4 nt + 2 e + h) + 8 t + g, so each of a warp's 4 NT stores (one (nt, e, h))
 // is 32 consecutive words (32 banks) at an offset known at compile time, and adder thread i reads the i-th word of
 // every warp (32 consecutive a warp of adders).
@@ -359,6 +359,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   constexpr int kChunks = 2 * W, kBytes = kChunks * 512, kCols = kChunks * 64;  // a stage: W groups
   constexpr int kThreadsW = tokens_threads(NT, PT, W);
   constexpr bool kWide = tokens_wide(NT, PT, W), kDefer = tokens_defer(NT, PT);
+  static_assert(16 * T <= 32 * W, "a tile's 16 x T outputs, one an adder thread, among the consumers");
   extern __shared__ __align__(128) unsigned char smem[];
   const int split = p.split, rank = split > 1 ? int(sm90::cluster_rank()) : 0;
   const int clusters = p.blocks / split, cluster = blockIdx.x / split;
