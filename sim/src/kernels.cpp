@@ -735,7 +735,7 @@ bool weight_only_mma_tma_narrow(int64_t m, int64_t k, int64_t split) {
 }
 
 int weight_only_mma_tma_warps(int64_t m, int64_t k, int64_t split) {
-  return m > 1 && weight_only_mma_tma_narrow(m, k, split) ? kMmaTmaNarrowWarps : kMmaTmaConsumerWarps;
+  return weight_only_mma_tma_narrow(m, k, split) ? kMmaTmaNarrowWarps : kMmaTmaConsumerWarps;
 }
 
 int64_t weight_only_mma_tma_plan_split(int64_t m, int64_t n, int64_t k, int64_t sm_count) {

@@ -1,7 +1,7 @@
 #pragma once
 // The mma.sync pieces the two one-token-capable weight-only kernels share (weight_only.cu: mma; weight_only_mma_tma.cu:
 // mma_tma): X's fragments by ldmatrix, the m16n8k16 products in bf16 and fp16, and int8's fp16 path's conversion of
-// X's row (bf16) to fp16 x 2^e.
+// X's row (bf16) to fp16 x 2^e; and the 16-byte cp.async the mma, wgmma and mma_tma kernels stage X (and scales) with.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -13,6 +13,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(uint32_t(__cvta_generic_to_shared(p))));
+}
+
+// 16 bytes global -> shared by cp.async (L2 only), zero-filled where !valid.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
+               "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
 }
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {

@@ -86,10 +86,6 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {  // read once: ke
   return v;
 }
 
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
-}
-
 __device__ __forceinline__ void mma_sp_bf16(float (&c)[4], const uint4& a, const uint32_t (&b)[4], uint32_t meta) {
   asm volatile(
       "mma.sp.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, "

@@ -94,12 +94,6 @@ struct Layout {
   }
 };
 
-// 16 bytes global -> shared by cp.async (L2 only), zero-filled where !valid.
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory"); }
 
 template <WeightFormat F, int XR>

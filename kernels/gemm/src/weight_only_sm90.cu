@@ -40,6 +40,7 @@
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/sim/error.h"
 #include "inferlab/sim/kernels.h"
+#include "mma_sync.cuh"
 #include "weight_only.h"
 #include "weight_only_sm90_unit.cuh"
 
@@ -66,10 +67,6 @@ struct WgTile {
   static_assert(N * 16 % kThreads == 0, "X's 16-byte pieces divide among the threads");
 };
 
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sm90::shared_addr(smem)), "l"(gmem),
-               "r"(valid ? 16 : 0));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
