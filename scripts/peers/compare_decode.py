@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Ratio table of inferlab's decode attention to PyTorch SDPA decode peers measured in the same session.
 
-    compare_decode.py RESULTS_DIR [--md OUT.md] [--copy-gbs GB/s]
+    compare_decode.py RESULTS_DIR [--md OUT.md] [--copy-gbs GB/s] [--ours NAME.csv]
 
-RESULTS_DIR holds decode_attention.csv (inferlab run experiments/decode_attention.yaml) and
-peers/sdpa_decode.csv (scripts/peers/attention_peers.py --mode decode). Shapes: GQA-8 (32 query / 8 KV heads), d=128,
+RESULTS_DIR holds decode_attention.csv (inferlab run experiments/decode_attention.yaml; --ours names another there,
+decode_attention_h200.csv on the H200) and peers/sdpa_decode.csv (scripts/peers/attention_peers.py --mode decode). Shapes: GQA-8 (32 query / 8 KV heads), d=128,
 bf16. GB/s = K+V bytes / median time on both sides; ratio = our GB/s / the peer's."""
 import argparse
 import csv
@@ -18,9 +18,10 @@ def main():
     ap.add_argument("results")
     ap.add_argument("--md")
     ap.add_argument("--copy-gbs", type=float, default=0, help="measured copy bandwidth for the 0.9x check")
+    ap.add_argument("--ours", default="decode_attention.csv")
     a = ap.parse_args()
     ours = {}
-    for r in csv.DictReader(open(os.path.join(a.results, "decode_attention.csv"))):
+    for r in csv.DictReader(open(os.path.join(a.results, a.ours))):
         if int(r["kv_heads_count"]) == 8 and r.get("measured_kv_bytes_per_s"):  # GQA-8: 32 query / 8 KV heads
             ours[(r["variant"], r["layout"], int(r["batch"]), int(r["context"]))] = r
     peers = {}
