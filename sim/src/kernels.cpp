@@ -979,6 +979,15 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
   const double block_bytes = double(kl.bytes) * tiles / double(plan.row_tiles) / plan.cluster;
   const double copies = block_bytes / p.bulk_copy_dram_bandwidth * p.sm_clock_hz;
   kl.cta_cycles = std::max(stages * per_stage, copies + per_stage);
+  if (m > 1) {
+    // X's groups staged before the loop (the wide and narrow kernels' first, the others' every one a block holds):
+    // every block asks L2 for them at the start and no stage computes until they land, the grid's bytes at the L2's
+    // bandwidth on a block's path (kernels/gemm/NOTES.md r16: knocked out, the first group 1.1-1.3 us of the H200's
+    // 16-token kernels; the deferred second group, copied in during the first stage, nothing).
+    const bool defer = weight_only_mma_tma_wide(m, k, plan.cluster) || weight_only_mma_tma_narrow(m, k, plan.cluster);
+    const double staged = (defer ? 1.0 : double(plan.units / plan.row_tiles) / plan.cluster) * plan.k_warps * 128.0;
+    kl.cta_cycles += double(plan.ctas) * 8.0 * plan.m_tiles * staged * 2.0 / p.l2_bandwidth * p.sm_clock_hz;
+  }
   const double fill = int4 ? 2 : 1;
   kl.cta_round_trips = fill;
   kl.startup_round_trips = 0;
