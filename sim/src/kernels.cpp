@@ -967,6 +967,7 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
   const double stages = tiles * double(plan.units / plan.row_tiles) / plan.cluster;
   const double instructions = lp.c.total() * per_warp / lp.depth;
   double per_stage = std::max(ch.alone, plan.k_warps * instructions / p.issue_per_clk);
+  double x_cycles = 0;  // 2 to 16 tokens: X staged before the loop, on a block's path
   if (m > 1) {
     const double sum_cycles = plan.k_warps * 33.0;  // a tile's sums: a dependent shared load a warp after the barrier
     // ... and the chain the barrier drains (once a tile)
@@ -974,20 +975,17 @@ KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_
     per_stage += (sum_cycles + ch.alone) / stages_a_tile;
     kl.l2_bytes = double(plan.ctas) * 8.0 * plan.m_tiles * double(plan.k_per_block) * 2;
     if (plan.cluster > 1) kl.epilogue_l2_round_trips = 1;
+    // Of X's groups (a stage's each), those staged before the loop (the wide and narrow kernels' first, the others'
+    // every one a block holds): every block asks L2 for them at the start and no stage computes until they land, the
+    // grid's bytes at the L2's bandwidth (kernels/gemm/NOTES.md r16: knocked out, the first group 1.1-1.3 us of the
+    // H200's 16-token kernels; the deferred second group, copied in during the first stage, nothing).
+    const bool defer = weight_only_mma_tma_wide(m, k, plan.cluster) || weight_only_mma_tma_narrow(m, k, plan.cluster);
+    x_cycles = kl.l2_bytes / (defer ? stages_a_tile : 1.0) / p.l2_bandwidth * p.sm_clock_hz;
   }
   // a block's bytes: its cluster's tiles, 1/cluster of each (k split over the cluster)
   const double block_bytes = double(kl.bytes) * tiles / double(plan.row_tiles) / plan.cluster;
   const double copies = block_bytes / p.bulk_copy_dram_bandwidth * p.sm_clock_hz;
-  kl.cta_cycles = std::max(stages * per_stage, copies + per_stage);
-  if (m > 1) {
-    // X's groups staged before the loop (the wide and narrow kernels' first, the others' every one a block holds):
-    // every block asks L2 for them at the start and no stage computes until they land, the grid's bytes at the L2's
-    // bandwidth on a block's path (kernels/gemm/NOTES.md r16: knocked out, the first group 1.1-1.3 us of the H200's
-    // 16-token kernels; the deferred second group, copied in during the first stage, nothing).
-    const bool defer = weight_only_mma_tma_wide(m, k, plan.cluster) || weight_only_mma_tma_narrow(m, k, plan.cluster);
-    const double staged = (defer ? 1.0 : double(plan.units / plan.row_tiles) / plan.cluster) * plan.k_warps * 128.0;
-    kl.cta_cycles += double(plan.ctas) * 8.0 * plan.m_tiles * staged * 2.0 / p.l2_bandwidth * p.sm_clock_hz;
-  }
+  kl.cta_cycles = x_cycles + std::max(stages * per_stage, copies + per_stage);
   const double fill = int4 ? 2 : 1;
   kl.cta_round_trips = fill;
   kl.startup_round_trips = 0;
