@@ -1,24 +1,17 @@
 #!/usr/bin/env bash
-# Times the decode kernel's block shapes side by side on this GPU in one process (GQA 32/8, head dim 128,
-# bf16, split-KV over a paged-16 cache at the four anchor shapes): the plan's choice and the candidates it
-# was measured against (DecodeParams::block, kernels/attention/decode.h), with the read-kernel upper bound
-# over the same bytes:
-#   scripts/tune-decode.sh [BIN_DIR] [SPLITS]
-# SPLITS: INFERLAB_DECODE_SPLITS values for the benchmark (0 = the kernel's plan). The table (splits,
-# benchmark, event-timed K+V GB/s, kernel-only K+V GB/s from CUPTI, splits used) is what NOTES.md records.
+# Times the decode kernel's block shapes and split counts side by side on this GPU in one process (GQA 32/8,
+# head dim 128, bf16, split-KV over a paged-16 cache at the four anchor shapes): the plan's choice and the
+# candidates it was measured against (DecodeParams::block, kernels/attention/decode.h; DecodeShape::splits), with
+# the read-kernel upper bound over the same bytes:
+#   scripts/tune-decode.sh [BIN_DIR]
+# The table (benchmark, event-timed K+V GB/s, kernel-only K+V GB/s from CUPTI, splits used) is what NOTES.md
+# records.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-build}"
-splits="${2:-0}"
 [ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-table() {  # $1 splits; benchmark CSV on stdin
-  awk -F, -v s="$1" '
+"$bin/inferlab_bench_decode" --benchmark_filter='upper_bound|decode/split/paged16/' --benchmark_format=csv 2>/dev/null |
+  awk -F, '
     NR==1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); h[$i] = i }; next }
     $1 ~ /decode/ { gsub(/"/, "", $1)
-      printf "%-6s %-48s %8.0f %8.0f %6s\n", s, $1, $h["kv_GB/s"], (h["kernel_kv_GB/s"] ? $h["kernel_kv_GB/s"] : 0), (h["splits"] ? $h["splits"] : "-") }'
-}
-"$bin/inferlab_bench_decode" --benchmark_filter='upper_bound' --benchmark_format=csv 2>/dev/null | table -
-for s in $splits; do
-  INFERLAB_DECODE_SPLITS=$s "$bin/inferlab_bench_decode" --benchmark_filter='decode/split/paged16/' --benchmark_format=csv 2>/dev/null |
-    table "$s"
-done
+      printf "%-56s %8.0f %8.0f %6s\n", $1, $h["kv_GB/s"], (h["kernel_kv_GB/s"] ? $h["kernel_kv_GB/s"] : 0), (h["splits"] ? $h["splits"] : "-") }'

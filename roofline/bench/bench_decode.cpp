@@ -7,7 +7,6 @@
 //   splits, predicted_us, error_pct
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "inferlab/roofline/ceilings.h"
@@ -20,8 +19,6 @@ namespace inferlab {
 namespace {
 
 void run(benchmark::State& state, DecodeShape s, DecodeVariant v) {
-  // Tuning only: INFERLAB_DECODE_SPLITS=N forces the split count (0 or unset: the kernel's plan).
-  if (const char* e = std::getenv("INFERLAB_DECODE_SPLITS")) s.splits = std::atoi(e);
   Hardware hw;
   try {
     hw = hardware_of_this_gpu();
@@ -99,6 +96,21 @@ int main(int argc, char** argv) {
       s.block = blk;
       const std::string name = std::string("decode/split/paged16/block:") + decode_block_name(blk) + "/b" +
                                std::to_string(sh[0]) + "xctx" + std::to_string(sh[1]);
+      benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run(st, s, DecodeVariant::split); })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  // Split counts beside the plan's (one block an SM; kernels/attention/NOTES.md measured 8, 12, 16 and 24 at 1 x 32k),
+  // each a named row in one process (DecodeShape::splits): decode/split/paged16/splits:<s>/b<b>xctx<ctx>.
+  for (int splits : {8, 12, 16, 24})
+    for (const auto& sh : shapes) {
+      DecodeShape s;
+      s.batch = sh[0];
+      s.context = sh[1];
+      s.splits = splits;
+      const std::string name = "decode/split/paged16/splits:" + std::to_string(splits) + "/b" + std::to_string(sh[0]) +
+                               "xctx" + std::to_string(sh[1]);
       benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run(st, s, DecodeVariant::split); })
           ->Iterations(1)
           ->UseManualTime()
