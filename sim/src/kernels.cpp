@@ -943,12 +943,12 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
 //     the warps leave that barrier together, so a tile's last stage's chain does not overlap the next tile's (one
 //     chain a tile drains: at one stage a tile, 16 tokens, the stage's chain and its issue add, NOTES.md r4); and a
 //     cluster's split summed at the end over its blocks' shared memory (one round trip). The wide kernel (9-16
-//     tokens, k = 4096 unsplit) is the same loop at two stages a tile; its second group of X, copied in during the
-//     first stage, is charged with the first as X's L2 bytes beside the stream (on the H200's ceilings it predicts
-//     13.6 us where 16.2-16.4 was measured: the two-stage tiles' miss of 8 tokens too, NOTES.md r14). The narrow
-//     kernel (9-16 tokens, k = 14336 over clusters of 4) is the same loop at stages of 14 groups for 14 warps, two a
-//     tile (on the H200's ceilings 15.3 us where 18.6-18.7 was measured, against 21.8 for clusters of 7's 19.6-19.7:
-//     the model charges a tile's barrier more than the kernels lose to it, NOTES.md r15).
+//     tokens, k = 4096 unsplit) is the same loop at two stages a tile; both groups of X are its L2 bytes beside the
+//     stream, and the first, staged before the loop, also stands on a block's path (below; the second is copied in
+//     during the first stage). The narrow kernel (9-16 tokens, k = 14336 over clusters of 4) is the same loop at
+//     stages of 14 groups for 14 warps, two a tile. On the H200's ceilings the model predicts 14.6 us for the wide
+//     kernel where 15.9-16.4 was measured, 16.1 for the narrow one where 18.5-18.9 was (NOTES.md r14-r16: the
+//     two-stage tiles' miss of 8 tokens too, and a tile's barrier charged more than the kernels lose to it).
 KernelLaunch mma_tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
                                    const Hardware& hw, KernelLaunch kl) {
   const bool int4 = f == WeightFormat::int4;
