@@ -147,6 +147,7 @@ int main() {
       {1, 3, 16384, 1024, 0, 0, 0},                                // no L2 hint
       {1, 3, 16384, 1024, 1, 2, 0},                                // tiles interleaved (the kernel since r9)
       {1, 4, 16384, 1024, 1, 2, 0}, {1, 3, 16384, 0, 1, 2, 0}, {1, 3, 32768, 2048, 1, 2, 0},
+      {1, 6, 16384, 1024, 1, 2, 0}, {1, 8, 16384, 1024, 1, 2, 0},  // deeper interleaved rings (the H200's bandwidth)
   };
   struct Shape { int64_t n, k; };
   for (Shape sh : {Shape{14336, 4096}, Shape{4096, 14336}}) {
