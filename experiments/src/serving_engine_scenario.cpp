@@ -98,7 +98,7 @@ ServingEnginePoint plan_serving_engine(const Params& p) {
     for (auto& r : sp.trace) r.arrival = 0;
   check_serving(sp.trace, c);
 
-  const OpOptions ops{Precision{DType::bf16, DType::bf16, DType::bf16}, AttentionVariant::flash, true};
+  const OpOptions ops{Precision{DType::bf16, DType::bf16, DType::bf16}, AttentionVariant::flash, true, std::nullopt};
   RooflineStepCost roofline(sp.model, sp.hardware, ops, 1);
   PagedKvManager kv1(sp.kv_blocks, c.block_size, kv_blocks_for(c.max_len, c.block_size));
   sp.des_roofline = simulate_serving(sp.trace, c, roofline, kv1);

@@ -72,7 +72,7 @@ ServingPoint evaluate_serving_point(const Params& p) {
                       p.at("output_mean") + " tokens, sigma " + p.at("sigma") +
                       (ts.max_tokens ? ", prompt + output clipped to " + p.at("trace_max_tokens") : std::string()) + ")";
   }
-  RooflineStepCost cost(sp.model, sp.hardware, OpOptions{sp.precision, AttentionVariant::flash, true}, sp.tp);
+  RooflineStepCost cost(sp.model, sp.hardware, OpOptions{sp.precision, AttentionVariant::flash, true, std::nullopt}, sp.tp);
   sp.result = simulate_serving(sp.trace, c, cost);
   sp.summary = summarize(sp.result);
   return sp;

@@ -141,7 +141,7 @@ std::vector<Row> speculative_engine_rows(const SpecEngineConfig& c, const std::o
     s.drafter = c.drafter == "ngram" ? Drafter::ngram : Drafter::model;
     if (c.drafter == "model") s.draft = c.draft_config;
     s.hardware = c.hardware;
-    s.options = OpOptions{Precision{DType::bf16, DType::bf16, DType::bf16}, AttentionVariant::flash, true};
+    s.options = OpOptions{Precision{DType::bf16, DType::bf16, DType::bf16}, AttentionVariant::flash, true, std::nullopt};
     s.batch = c.batch;
     s.context = c.prompt_tokens + c.new_tokens / 2;
     roofline = num(SpeculativeModel(s).speedup(alpha, c.gamma));

@@ -15,7 +15,7 @@ std::vector<Row> speculative_rows(const Params& p) {
     s.draft = load_model(p.at("draft"));
   }
   s.hardware = load_hardware(p.at("hardware"), p.at("ceilings"));
-  s.options = OpOptions{param_precision(p, s.target), AttentionVariant::flash, true};
+  s.options = OpOptions{param_precision(p, s.target), AttentionVariant::flash, true, std::nullopt};
   s.batch = param_int(p, "batch");
   s.context = param_int(p, "context");
   const int64_t longest = s.context + param_int(p, "max_gamma", 1) + 1;  // the longest verification pass

@@ -15,6 +15,7 @@
 namespace inferlab {
 namespace {
 
+#ifdef INFERLAB_HAVE_CUDA  // (used by the device query only)
 std::string trim(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   std::size_t i = 0;
@@ -23,6 +24,7 @@ std::string trim(std::string s) {
 }
 
 std::string version_string(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+#endif
 
 }  // namespace
 

@@ -15,7 +15,7 @@
 namespace inferlab {
 namespace {
 
-const OpOptions kFp16{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true};
+const OpOptions kFp16{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true, std::nullopt};
 
 void Serving(benchmark::State& state, Scheduler scheduler, KvLayout kv) {
   const ModelConfig model = load_model("llama-2-7b");

@@ -141,7 +141,7 @@ double serving_kv_capacity(const ModelConfig& m, const Hardware& hw, const Preci
     throw Error("GPU memory utilization must be in (0, 1], got " + std::to_string(utilization));
   const Parallelism par{tp, 1, 1};
   const double weights = stage_params(m, par, 0) * dtype_bytes(p.weight);
-  const OpOptions o{p, AttentionVariant::flash, true};
+  const OpOptions o{p, AttentionVariant::flash, true, std::nullopt};
   const double act = step_activation_bytes(stage_model(m, par, 0), prefill_step(1, max_batch_tokens), o);
   const double kv = utilization * hw.memory_bytes - weights - act;
   if (!(kv > 0))

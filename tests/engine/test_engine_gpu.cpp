@@ -413,7 +413,9 @@ TEST(EngineGpu, GreedySpeculativeEqualsPlainGreedyForEveryDrafter) {
         }
         EXPECT_EQ(spec.spec.emitted, spec.spec.accepted + spec.spec.sequence_rounds);
         EXPECT_LE(spec.spec.tokens_per_pass(), double(gamma + 1));
-        if (d->name() == "int8 self-draft") EXPECT_GT(spec.spec.alpha(), 0.5) << "int8 of the same weights drafts well";
+        if (d->name() == "int8 self-draft") {
+          EXPECT_GT(spec.spec.alpha(), 0.5) << "int8 of the same weights drafts well";
+        }
         EXPECT_EQ(target.kv().allocator().free_blocks(), target.kv().allocator().num_blocks()) << "blocks leaked";
       }
   }

@@ -335,7 +335,9 @@ TEST(EngineSharding, ShardsPutBackTogetherGiveTheWholeCheckpoint) {
                       continue;
                     }
                     float& slot = out[std::size_t(at)];
-                    if (!std::isnan(slot)) ASSERT_EQ(slot, v) << name << ": a replicated KV head differs";
+                    if (!std::isnan(slot)) {
+                      ASSERT_EQ(slot, v) << name << ": a replicated KV head differs";
+                    }
                     slot = v;
                   }
               } else {

@@ -130,7 +130,9 @@ TEST(Cli, EveryVerbTakesAndLabelsItsCeilings) {
   const auto model = nlohmann::json::parse(cli("model --model llama-3-8b --hardware h100-sxm-80gb --context 512 --json").out);
   EXPECT_EQ(model["hardware"]["ceilings"], "datasheet");
   for (const auto& op : model["ops"])
-    if (op["op"] == "total") EXPECT_NEAR(op["ridge"].get<double>(), ridge_list, 1e-6);  // rows keep 10 digits
+    if (op["op"] == "total") {
+      EXPECT_NEAR(op["ridge"].get<double>(), ridge_list, 1e-6);  // rows keep 10 digits
+    }
   const std::string measured = " --hardware h100-sxm-80gb --ceilings measured --json";
   for (const std::string& verb : {std::string("model --model llama-3-8b --context 512"),
                                   std::string("memory --model llama-3-8b --context 512"),

@@ -71,9 +71,11 @@ void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, in
     EXPECT_LE(std::sqrt(err / ref_norm), tol) << "run " << run;
     // Summed in a cluster, the splits add in one order (mma_tma: a tile's warps, in shared memory): the second launch
     // repeats the first bit for bit.
-    if (run == 0) first = y;
-    else if (reduce == SplitReduce::cluster || kernel == WeightOnlyKernel::mma_tma)
+    if (run == 0) {
+      first = y;
+    } else if (reduce == SplitReduce::cluster || kernel == WeightOnlyKernel::mma_tma) {
       EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0) << "cluster sums differ between launches";
+    }
     std::size_t dirty = 0;
     for (uint8_t b : op.workspace()) dirty += b != 0;
     EXPECT_EQ(dirty, 0u) << "workspace bytes left dirty after run " << run;

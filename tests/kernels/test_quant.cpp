@@ -109,10 +109,15 @@ TEST(Quant, QuantizationErrorIsWithinHalfAStep) {
         for (int64_t c = 0; c < k; ++c) amax_row = std::max(amax_row, std::fabs(w[std::size_t(r * k + c)]));
         for (int64_t c = g0; c < g0 + 128; ++c) {
           const float x = w[std::size_t(r * k + c)], e = std::fabs(back[std::size_t(r * k + c)] - x);
-          if (f == WeightFormat::int8) ASSERT_LE(e, amax_row / 127 * 0.5f * 1.0001f);
-          if (f == WeightFormat::int4) ASSERT_LE(e, round_bf16((hi - lo) / 15) * 0.5f * 1.02f + 1e-7f);
-          if (f == WeightFormat::fp8)  // 3 mantissa bits: half a step, or half the subnormal step
+          if (f == WeightFormat::int8) {
+            ASSERT_LE(e, amax_row / 127 * 0.5f * 1.0001f);
+          }
+          if (f == WeightFormat::int4) {
+            ASSERT_LE(e, round_bf16((hi - lo) / 15) * 0.5f * 1.02f + 1e-7f);
+          }
+          if (f == WeightFormat::fp8) {  // 3 mantissa bits: half a step, or half the subnormal step
             ASSERT_LE(e, std::max(std::fabs(x) / 16, fp8_subnormal_half_step) * 1.0001f);
+          }
         }
       }
   }

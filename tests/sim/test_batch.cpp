@@ -8,7 +8,7 @@
 namespace inferlab {
 namespace {
 
-OpOptions fp16() { return OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true}; }
+OpOptions fp16() { return OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true, std::nullopt}; }
 
 const Op& find_op(const std::vector<Op>& ops, const std::string& name) {
   for (const auto& op : ops)

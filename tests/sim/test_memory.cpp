@@ -108,7 +108,9 @@ TEST(Trace, IsDeterministicAndHasTheRequestedShape) {
     EXPECT_EQ(a[i].output, b[i].output);
     EXPECT_GE(a[i].prompt, s.min_tokens);
     EXPECT_LE(a[i].prompt + a[i].output, s.max_tokens);
-    if (i) EXPECT_GE(a[i].arrival, a[i - 1].arrival);
+    if (i) {
+      EXPECT_GE(a[i].arrival, a[i - 1].arrival);
+    }
     prompt += double(a[i].prompt);
     output += double(a[i].output);
   }

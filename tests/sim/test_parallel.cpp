@@ -12,7 +12,7 @@
 namespace inferlab {
 namespace {
 
-OpOptions fp16() { return OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true}; }
+OpOptions fp16() { return OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true, std::nullopt}; }
 MemoryOptions mem16() {
   MemoryOptions o;
   o.precision = fp16().precision;

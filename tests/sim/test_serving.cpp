@@ -13,7 +13,7 @@ namespace inferlab {
 namespace {
 
 const Precision kFp16{DType::fp16, DType::fp16, DType::fp16};
-const OpOptions kOptions{kFp16, AttentionVariant::flash, true};
+const OpOptions kOptions{kFp16, AttentionVariant::flash, true, std::nullopt};
 
 struct Engine {
   ModelConfig model = load_model("llama-2-7b");

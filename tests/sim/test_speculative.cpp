@@ -17,7 +17,7 @@ SpeculativeSetup setup(Drafter d, int64_t batch = 1) {
   s.draft = load_model("llama-2-7b");
   s.drafter = d;
   s.hardware = load_hardware("h100-sxm-80gb");
-  s.options = OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true};
+  s.options = OpOptions{Precision{DType::fp16, DType::fp16, DType::fp16}, AttentionVariant::flash, true, std::nullopt};
   s.batch = batch;
   s.context = 1024;
   return s;
