@@ -86,36 +86,28 @@ int main(int argc, char** argv) {
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
-  // The block shapes the plan was measured against, beside it (decode/split/paged16/...): head dim 128,
-  // group 4 (scripts/tune-decode.sh).
+  // Candidates beside the plan's split-KV paged16 kernel, each a named row in one process
+  // (decode/split/paged16/<knob>/b<b>xctx<ctx>, scripts/tune-decode.sh): the block shapes it was measured against
+  // (head dim 128, group 4), and split counts beside its one block an SM (kernels/attention/NOTES.md measured 8, 12,
+  // 16 and 24 at 1 x 32k; DecodeShape::splits).
+  auto candidate = [&](const std::string& knob, auto set) {
+    for (const auto& sh : shapes) {
+      DecodeShape s;
+      s.batch = sh[0];
+      s.context = sh[1];
+      set(s);
+      const std::string name =
+          "decode/split/paged16/" + knob + "/b" + std::to_string(sh[0]) + "xctx" + std::to_string(sh[1]);
+      benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run(st, s, DecodeVariant::split); })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  };
   for (DecodeBlock blk : {DecodeBlock::w4s3, DecodeBlock::w8s3, DecodeBlock::w8s2, DecodeBlock::w4s5})
-    for (const auto& sh : shapes) {
-      DecodeShape s;
-      s.batch = sh[0];
-      s.context = sh[1];
-      s.block = blk;
-      const std::string name = std::string("decode/split/paged16/block:") + decode_block_name(blk) + "/b" +
-                               std::to_string(sh[0]) + "xctx" + std::to_string(sh[1]);
-      benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run(st, s, DecodeVariant::split); })
-          ->Iterations(1)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
-  // Split counts beside the plan's (one block an SM; kernels/attention/NOTES.md measured 8, 12, 16 and 24 at 1 x 32k),
-  // each a named row in one process (DecodeShape::splits): decode/split/paged16/splits:<s>/b<b>xctx<ctx>.
+    candidate(std::string("block:") + decode_block_name(blk), [blk](DecodeShape& s) { s.block = blk; });
   for (int splits : {8, 12, 16, 24})
-    for (const auto& sh : shapes) {
-      DecodeShape s;
-      s.batch = sh[0];
-      s.context = sh[1];
-      s.splits = splits;
-      const std::string name = "decode/split/paged16/splits:" + std::to_string(splits) + "/b" + std::to_string(sh[0]) +
-                               "xctx" + std::to_string(sh[1]);
-      benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run(st, s, DecodeVariant::split); })
-          ->Iterations(1)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
-    }
+    candidate("splits:" + std::to_string(splits), [splits](DecodeShape& s) { s.splits = splits; });
   for (const auto& sh : shapes) {
     DecodeShape s;
     s.batch = sh[0];
