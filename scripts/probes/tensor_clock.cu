@@ -11,7 +11,7 @@
 //          as the knock-out of r18 (w & 0x3F7F3F7F: any exponent up to 2^63, subnormals included). Reported: the
 //          clock and the clock ticks an SM takes per mma.
 // Each case runs short (mix ~150 us, dense ~10 us) and long (~15 ms, ~1 ms), every one after the others in one process,
-// three rounds. Not part of the build (a probe):
+// three rounds; then both long runs on 1 to all SMs (one block an SM), two rounds. Not part of the build (a probe):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a scripts/probes/tensor_clock.cu -o tensor_clock
 //   ./tensor_clock
 #include "probe.cuh"
@@ -127,6 +127,21 @@ int main() {
       }
     }
   }
+  // The clock by how many SMs issue the mma (one block an SM: blocks beyond the first wave would not start at once):
+  // back-to-back mma.sync and the integer loop with one mma every 4 iterations, long runs.
+  printf("by SMs issuing mma\n");
+  for (int round = 0; round < 2; ++round)
+    for (int blocks : {1, 2, 4, 8, 16, 32, 48, 64, 96, sms}) {
+      dense<<<blocks, 256>>>(dense_iters[1], 2, out);
+      dense<<<blocks, 256>>>(dense_iters[1], 2, out);
+      CK(cudaDeviceSynchronize());
+      const Clock d = read_clock();
+      mix<<<blocks, 256>>>(mix_iters[1], 4, 99u, out);
+      mix<<<blocks, 256>>>(mix_iters[1], 4, 99u, out);
+      CK(cudaDeviceSynchronize());
+      const Clock m = read_clock();
+      printf("  %3d SMs  dense %6.0f MHz  mix (one mma every 4) %6.0f MHz\n", blocks, d.mhz, m.mhz);
+    }
   CK(cudaGetLastError());
   return 0;
 }

@@ -19,6 +19,9 @@ std::string bound_name(Bound b) {
 
 namespace {
 
+// One mma.sync (or more) per this many warp instructions puts a launch at the tensor clock (predict_launch).
+constexpr double kTensorClockedInstructions = 300.0;
+
 struct Term {
   const char* name;
   double s;
@@ -30,26 +33,22 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double sms = double(hw.sm_count);
   const double active = std::max(1.0, std::min(sms, double(k.ctas)));
   const double waves = std::ceil(double(k.ctas) / (sms * std::max(1, k.ctas_per_sm)));
-  // Tensor-heavy launches run at the power-limited tensor clock.
+  // The clock a launch runs at: the tensor clock wherever it issues tensor-core instructions at least once per
+  // kTensorClockedInstructions warp instructions, whatever its busiest pipe; the SM clock otherwise.
+  // scripts/probes/tensor_clock.cu (H200, kernels/gemm/NOTES.md r19): integer work with one mma.sync per 40-320 warp
+  // instructions runs at 1.79-1.80 GHz, as back-to-back mma.sync does; without any, 1.97 GHz; one per ~2500 or fewer,
+  // 1.93-1.98 GHz (one per 600-1300 drops to 1.55-1.68 GHz: no kernel declared here issues at that rate). The int4
+  // weight-only kernels, integer-bound with one mma per 10-20 instructions, ran at 1.77-1.81 GHz, and at 1.95-1.97 with
+  // their products knocked out. Counted in mma.sync m16n8k16 (4096 FLOP; 8192 at fp8).
   const double fp8 = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2 ? 2.0 : 1.0;
-  const double tensor_at = [&](double clock) {
-    if (k.tensor == TensorPath::library) return k.work.tensor_flops / (hw.matmul_peak(k.work.tensor_dtype) * active / sms);
-    if (k.tensor == TensorPath::sm) return k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock);
-    return 0.0;
-  }(c.tensor_clock_hz);
-  const double lanes_at_sm = active * c.sm_clock_hz;
-  const double other_sm = k.work.mufu / (c.mufu_lanes * lanes_at_sm) + k.work.fp32 / (c.fp32_lanes * lanes_at_sm) +
-                          k.work.alu / (c.alu_lanes * lanes_at_sm) + k.work.cvt / (c.cvt_lanes * lanes_at_sm);
-  // Tensor-heavy: the tensor cores are the launch's busiest pipe.
-  const double busiest_other =
-      std::max({k.work.mufu / c.mufu_lanes, k.work.fp32 / c.fp32_lanes, k.work.alu / c.alu_lanes, k.work.cvt / c.cvt_lanes}) /
-      lanes_at_sm;
-  const bool tensor_heavy = k.tensor == TensorPath::sm && tensor_at > busiest_other;
-  (void)other_sm;
-  const double clock = tensor_heavy ? c.tensor_clock_hz : c.sm_clock_hz;
+  const double mmas = k.tensor == TensorPath::sm ? k.work.tensor_flops / (4096.0 * fp8) : 0.0;
+  const bool tensor_clocked = mmas > 0 && mmas * kTensorClockedInstructions >= k.work.warp_instructions();
+  const double clock = tensor_clocked ? c.tensor_clock_hz : c.sm_clock_hz;
   const double per = active * clock;
-  const double tensor = k.tensor == TensorPath::sm ? k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock)
-                                                   : tensor_at;
+  const double tensor =
+      k.tensor == TensorPath::sm        ? k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock)
+      : k.tensor == TensorPath::library ? k.work.tensor_flops / (hw.matmul_peak(k.work.tensor_dtype) * active / sms)
+                                        : 0.0;
   const double mufu = k.work.mufu / (c.mufu_lanes * per), fp32 = k.work.fp32 / (c.fp32_lanes * per);
   const double alu = k.work.alu / (c.alu_lanes * per), cvt = k.work.cvt / (c.cvt_lanes * per);
   const double issue = k.work.warp_instructions() / (c.issue_per_clk * per);

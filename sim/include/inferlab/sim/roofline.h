@@ -10,7 +10,8 @@
 //   pipes     per SM: tensor FLOPs / (tensor FLOP per clock x clock), exponentials / MUFU lanes,
 //             FP32 / FP32 lanes, integer / ALU lanes, conversions / conversion lanes, warp
 //             instructions / issue slots; over the SMs the grid occupies, at the clock of the load
-//             (the tensor clock when the tensor cores dominate); library kernels (cuBLAS) run their
+//             (the tensor clock wherever tensor-core instructions are issued at least once per ~300
+//             instructions, whatever the busiest pipe: scripts/probes/tensor_clock.cu); library kernels (cuBLAS) run their
 //             FLOPs at the measured matmul ceiling instead
 //   compose   serialized: the sum of the pipes; overlapped: their maximum (issue included)
 //   memory    bytes / the bandwidth the grid reaches: min(HBM, SMs occupied x one SM's bandwidth),
