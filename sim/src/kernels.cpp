@@ -147,6 +147,7 @@ constexpr LoopCounts kSoftmaxPass2x1{0, 1, 2, 3, 1, 2, 0, 1};
 
 PipeWork work_of(const LoopCounts& c, double threads_iterations) {
   PipeWork w;
+  w.tensor_ops = c.tensor * threads_iterations;
   w.mufu = c.mufu * threads_iterations;
   w.fp32 = c.fp32 * threads_iterations;
   w.alu = c.alu * threads_iterations;
@@ -190,6 +191,7 @@ LaunchMode parse_launch_mode(const std::string& s) {
 PipeWork PipeWork::scaled(double f) const {
   PipeWork w = *this;
   w.tensor_flops *= f;
+  w.tensor_ops *= f;
   w.mufu *= f;
   w.fp32 *= f;
   w.alu *= f;
@@ -200,6 +202,7 @@ PipeWork PipeWork::scaled(double f) const {
 
 PipeWork& PipeWork::operator+=(const PipeWork& o) {
   tensor_flops += o.tensor_flops;
+  tensor_ops += o.tensor_ops;
   mufu += o.mufu;
   fp32 += o.fp32;
   alu += o.alu;

@@ -19,8 +19,9 @@ std::string bound_name(Bound b) {
 
 namespace {
 
-// One mma.sync (or more) per this many warp instructions puts a launch at the tensor clock (predict_launch).
-constexpr double kTensorClockedInstructions = 300.0;
+// One tensor-core instruction (or more) per this many other warp instructions puts a launch at the tensor clock
+// (predict_launch).
+constexpr double kTensorClockedInstructions = 2500.0;
 
 struct Term {
   const char* name;
@@ -34,14 +35,17 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double active = std::max(1.0, std::min(sms, double(k.ctas)));
   const double waves = std::ceil(double(k.ctas) / (sms * std::max(1, k.ctas_per_sm)));
   // The clock a launch runs at: the tensor clock wherever it issues tensor-core instructions at least once per
-  // kTensorClockedInstructions warp instructions, whatever its busiest pipe; the SM clock otherwise.
-  // scripts/probes/tensor_clock.cu (H200, kernels/gemm/NOTES.md r19): integer work with one mma.sync per 40-320 warp
-  // instructions runs at 1.79-1.80 GHz, as back-to-back mma.sync does; without any, 1.97 GHz; one per ~2500 or fewer,
-  // 1.93-1.98 GHz (one per 600-1300 drops to 1.55-1.68 GHz: no kernel declared here issues at that rate). The int4
+  // kTensorClockedInstructions other warp instructions, whatever its busiest pipe; the SM clock otherwise.
+  // scripts/probes/tensor_clock.cu (H200, kernels/gemm/NOTES.md r19), integer work with one mma.sync per N warp
+  // instructions: N = 40-320 and 2500: 1.79-1.82 GHz, as back-to-back mma.sync; 600-1300: 1.55-1.68 GHz (none of the
+  // kernels declared here issues at that rate); 5000: 1.88-1.90; 10 000: 1.93; 40 000 or none: 1.97-1.98. The int4
   // weight-only kernels, integer-bound with one mma per 10-20 instructions, ran at 1.77-1.81 GHz, and at 1.95-1.97 with
-  // their products knocked out. Counted in mma.sync m16n8k16 (4096 FLOP; 8192 at fp8).
+  // their products knocked out. The tensor instructions are the SASS counts' (PipeWork::tensor_ops), else the
+  // launch's FLOPs in mma.sync m16n8k16 (4096 FLOP; 8192 at fp8).
   const double fp8 = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2 ? 2.0 : 1.0;
-  const double mmas = k.tensor == TensorPath::sm ? k.work.tensor_flops / (4096.0 * fp8) : 0.0;
+  const double mmas = k.tensor != TensorPath::sm ? 0.0
+                      : k.work.tensor_ops > 0    ? k.work.tensor_ops / 32.0
+                                                 : k.work.tensor_flops / (4096.0 * fp8);
   const bool tensor_clocked = mmas > 0 && mmas * kTensorClockedInstructions >= k.work.warp_instructions();
   const double clock = tensor_clocked ? c.tensor_clock_hz : c.sm_clock_hz;
   const double per = active * clock;

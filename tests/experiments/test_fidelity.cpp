@@ -60,7 +60,7 @@ constexpr FamilyBound kBounds[] = {
      "round trip is not named"},
     // 2026-11-28 (kernels/gemm/NOTES.md r19): the decode kernel issues mma.sync, so it runs at the tensor clock (the
     // probe tensor_clock.cu: from one SM on, ~1.81 GHz on the H200), which moved every point ~6% slower: median 2.5 ->
-    // 2.2%, worst 16.4 -> 16.3%, the worst now at batch 1 and 32k.
+    // 2.7%, worst 16.4 -> 16.3%, the worst now at batch 1 and 32k.
     {"decode plain", 0.17,
      "GQA-8 at batch 8, 8k-32k (64 CTAs, one per SM) predicted ~12-16% fast: they reach 2.55 TB/s, not the 3.03 "
      "the model lets 64 SMs reach, and the cause is not named; MQA at 1k ~10% fast (the epilogue's stores); batch 1 "

@@ -42,6 +42,9 @@ struct PipeWork {
   double tensor_flops = 0;
   DType tensor_dtype = DType::bf16;
   double mufu = 0, fp32 = 0, alu = 0, cvt = 0, other = 0;
+  // Tensor-core instructions (HMMA, HGMMA), one a lane as the counts above, where the SASS counts give them: how often
+  // the launch issues them sets its clock (sim/src/roofline.cpp). Not in warp_instructions().
+  double tensor_ops = 0;
   double warp_instructions() const { return (mufu + fp32 + alu + cvt + other) / 32.0; }
   PipeWork scaled(double f) const;
   PipeWork& operator+=(const PipeWork& o);

@@ -10,7 +10,7 @@
 //   pipes     per SM: tensor FLOPs / (tensor FLOP per clock x clock), exponentials / MUFU lanes,
 //             FP32 / FP32 lanes, integer / ALU lanes, conversions / conversion lanes, warp
 //             instructions / issue slots; over the SMs the grid occupies, at the clock of the load
-//             (the tensor clock wherever tensor-core instructions are issued at least once per ~300
+//             (the tensor clock wherever tensor-core instructions are issued at least once per 2500
 //             instructions, whatever the busiest pipe: scripts/probes/tensor_clock.cu); library kernels (cuBLAS) run their
 //             FLOPs at the measured matmul ceiling instead
 //   compose   serialized: the sum of the pipes; overlapped: their maximum (issue included)
