@@ -512,8 +512,6 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   if (threadIdx.x == 0) p.counters[row_tile] = 0;
 }
 
-int m_tiles(int64_t m) { return weight_only_m_tiles(m); }
-
 // A cluster of plan.cluster blocks along y; its dynamic shared memory the kernel's own (base bytes) with the received
 // sums after it (at a 16-byte boundary).
 template <auto kernel>
