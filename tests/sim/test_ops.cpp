@@ -223,6 +223,53 @@ TEST(Roofline, TimeIsMaxOfTermsPlusLaunch) {
   EXPECT_EQ(predict(op, hw).bound, Bound::launch);
 }
 
+// The clock a launch runs at (sim/src/roofline.cpp): the tensor clock wherever tensor-core instructions are issued at
+// least once per 2500 other warp instructions, whatever the busiest pipe; the SM clock where they are rarer or absent.
+// scripts/probes/tensor_clock.cu on the H200: integer work with one mma.sync per 40-2500 warp instructions ran at
+// 1.79-1.82 GHz, per 40 000 or none at 1.97-1.98; the int4 weight-only kernels, integer-bound with one mma per 10-20,
+// at 1.77-1.81 (kernels/gemm/NOTES.md r19). Here the integer pipe is the busiest at every rate, so the rule before
+// (the tensor clock only where the tensor pipe was the busiest) gave the SM clock throughout.
+TEST(Roofline, ALaunchIssuingTensorInstructionsRunsAtTheTensorClock) {
+  const Hardware hw = load_hardware("h200-sxm", CeilingsMode::measured);
+  const PipeCeilings& c = hw.pipes;
+  ASSERT_LT(c.tensor_clock_hz, 0.95 * c.sm_clock_hz);
+  const double alu = 32.0 * 1e6 * hw.sm_count;  // a million warp instructions of integer work an SM
+  auto predicted_alu_s = [&](double mma_per_instruction, bool from_sass) {
+    KernelLaunch k;
+    k.kernel = "integer_work";
+    k.tensor = TensorPath::sm;
+    k.ctas = hw.sm_count;
+    k.work.alu = alu;
+    const double mmas = alu / 32.0 * mma_per_instruction;
+    if (from_sass) k.work.tensor_ops = 32.0 * mmas;
+    k.work.tensor_flops = 4096.0 * mmas;  // m16n8k16
+    Op op;
+    op.kernels = {k};
+    const Prediction p = predict(op, hw);
+    EXPECT_GT(p.alu_s, p.tensor_s) << mma_per_instruction;  // the integer pipe the busiest
+    return p.alu_s;
+  };
+  const double at_sm = alu / (c.alu_lanes * hw.sm_count * c.sm_clock_hz);
+  const double at_tensor = alu / (c.alu_lanes * hw.sm_count * c.tensor_clock_hz);
+  for (bool from_sass : {true, false}) {
+    EXPECT_NEAR(predicted_alu_s(1.0 / 15, from_sass), at_tensor, 1e-9 * at_tensor);  // the int4 kernels' rate
+    EXPECT_NEAR(predicted_alu_s(1.0 / 2500, from_sass), at_tensor, 1e-9 * at_tensor);
+    EXPECT_NEAR(predicted_alu_s(1.0 / 40000, from_sass), at_sm, 1e-9 * at_sm);
+  }
+  EXPECT_NEAR(predicted_alu_s(0.0, true), at_sm, 1e-9 * at_sm);
+  // The SASS count wins over the FLOPs: padded mma (a decode kernel's single query head, 1/16 of each mma useful)
+  // issue 16 times the instructions their useful FLOPs would say.
+  KernelLaunch padded;
+  padded.tensor = TensorPath::sm;
+  padded.ctas = hw.sm_count;
+  padded.work.alu = alu;
+  padded.work.tensor_ops = 32.0 * alu / 32.0 / 1000;  // one mma per 1000 instructions
+  padded.work.tensor_flops = 4096.0 * alu / 32.0 / 1000 / 16;  // useful FLOPs: one per 16 000 by themselves
+  Op op;
+  op.kernels = {padded};
+  EXPECT_NEAR(predict(op, hw).alu_s, at_tensor, 1e-9 * at_tensor);
+}
+
 }  // namespace
 }  // namespace inferlab
 
