@@ -765,9 +765,11 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
                 // tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
     // the wide and narrow kernels: their second group of X [warps][tiles of tokens][8 x 128] bf16
     const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m), warps = weight_only_mma_tma_warps(m, k, split);
-    const bool defer = weight_only_mma_tma_wide(m, k, split) || weight_only_mma_tma_narrow(m, k, split);
-    return stages * (warps * 2 * 512 + 1024) + (2 * 16 * 16 + 4 * 16) * warps * 4 +
-           (split > 1 ? max_tiles * 16 * tokens * 4 : 0) + (defer ? warps * tokens * 128 * 2 : 0) + 2 * stages * 8;
+    const bool wide = weight_only_mma_tma_wide(m, k, split);
+    const bool defer = wide || weight_only_mma_tma_narrow(m, k, split);
+    const int64_t ts = weight_only_mma_tma_token_stages(k / (128 * warps) / split, wide);
+    return ts * (warps * 2 * 512 + 1024) + (2 * 16 * 16 + 4 * 16) * warps * 4 +
+           (split > 1 ? max_tiles * 16 * tokens * 4 : 0) + (defer ? warps * tokens * 128 * 2 : 0) + 2 * ts * 8;
   }
   const int64_t side = int4 ? k / 128 * 4 : max_tiles * 16 * 4;  // int4: X's group sums; int8: the channel scales
   return ring + k * 2 + side + 2 * kMmaTmaConsumerWarps * 16 * 4 + (2 * stages + 2) * 8;

@@ -520,10 +520,10 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_EQ(down.k_warps, kMmaTmaNarrowWarps);
   EXPECT_EQ(down.units, 256 * 8);  // stages of 1792 columns
   EXPECT_EQ(t16.k_warps, kMmaTmaConsumerWarps);
-  // its shared memory: the ring of 14 KB stages and 1 KB of scales, the 14 warps' sums and group sums, 9 tiles' sums
+  // its shared memory: the ring of four 14 KB stages and 1 KB of scales, the 14 warps' sums and group sums, 9 tiles' sums
   // of the cluster's split, X's second group, the mbarriers
   EXPECT_EQ(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 14336, 9, 16, 4),
-            3 * (14336 + 1024) + 14 * (2 * 16 * 16 + 4 * 16) * 4 + 9 * 16 * 16 * 4 + 14 * 16 * 128 * 2 + 6 * 8);
+            4 * (14336 + 1024) + 14 * (2 * 16 * 16 + 4 * 16) * 4 + 9 * 16 * 16 * 4 + 14 * 16 * 128 * 2 + 8 * 8);
   const WeightOnlyPlan t16s = plan_weight_only(WeightFormat::int4, 16, 4096, 4096, 132, WeightOnlyKernel::mma_tma);
   EXPECT_EQ(t16s.cluster, 2);
   EXPECT_EQ(t16s.k_per_block, 2048);
@@ -557,10 +557,11 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_EQ(t8.m_tiles, 1);
   EXPECT_EQ(t8.cluster, 1);
   EXPECT_LE(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 14, 16, 2), 227 << 10);
-  // the wide kernel's second group of X: 16 warps x 16 tokens x 128 columns of bf16 beside the ring
+  // the wide kernel's second group of X: 16 warps x 16 tokens x 128 columns of bf16 beside the ring, which is one stage
+  // (16 warps x two chunks, the scales' 1 KB) and its two mbarriers shorter than the 8-token kernel's ring of 4
   EXPECT_EQ(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 7, 16, 1) -
                 weight_only_mma_tma_smem_bytes(WeightFormat::int4, 4096, 7, 8, 1),
-            16 * 16 * 128 * 2);
+            16 * 16 * 128 * 2 - (16 * 2 * 512 + 1024) - 2 * 8);
   EXPECT_NE(error_of([&] {
               plan_weight_only(WeightFormat::int4, 16, 16 * 20000, 4096, 132, WeightOnlyKernel::mma_tma, true,
                                SplitReduce::automatic, 2);

@@ -308,8 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // every warp (32 consecutive a warp of adders).
 struct TokensLayout {
   int side, red, xsum, part, xdef, bars, bytes;
-  __host__ __device__ TokensLayout(int nt, int max_tiles, int split, bool defer, int warps) {
-    constexpr int kS = kS4;
+  __host__ __device__ TokensLayout(int nt, int max_tiles, int split, bool defer, int warps, int kS) {
     side = kS * warps * 1024;  // a stage: two chunks of 512 bytes a warp
     red = side + kS * kSideBytes;
     xsum = red + 2 * warps * 16 * 16 * 4;  // the warps' tile sums, two buffers (also X's staging, 2 KB a warp)
@@ -349,7 +348,8 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     weight_only_mma_tma_tokens_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
-  constexpr int kS = kS4;
+  constexpr int kS = weight_only_mma_tma_token_stages(PT, tokens_wide(NT, PT, W));
+  constexpr bool kStatic = kS == 2 * PT;  // tile pairs fill the ring: a stage's slot known at compile time
   constexpr int kChunks = 2 * W, kBytes = kChunks * 512, kCols = kChunks * 64;  // a stage: W groups
   constexpr int kThreadsW = tokens_threads(NT, PT, W);
   constexpr bool kWide = tokens_wide(NT, PT, W), kDefer = tokens_defer(NT, PT);
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   const int tiles = (p.tiles - cluster + clusters - 1) / clusters;
   auto tile_of = [&](int j) { return cluster + j * clusters; };  // the cluster's j-th tile
   const int max_tiles = (p.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, split, kDefer, W);
+  const TokensLayout L(NT, max_tiles, split, kDefer, W, kS);
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
   const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
   float* red = reinterpret_cast<float*>(smem + L.red);
@@ -486,10 +486,12 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     // acc[nt]: rows (g, g + 8) x tokens (nt·8 + 2t, + 1) of the tile.
     float acc[NT][4];  // set by a tile's first stage (j == 0)
     int slot = 0, phase = 0;
-#pragma unroll 1
-    for (int tile = 0; tile < tiles; ++tile) {
+    // One tile: its PT stages, then its sums. kStatic: tile pairs take slots 0 to PT - 1 and PT to 2 PT - 1 (sb), the
+    // phase ph flipping once a pair, so every slot's address is a constant; else the slot counts round the ring.
+    auto run_tile = [&](int tile, int sb, int ph) {
 #pragma unroll
       for (int j = 0; j < PT; ++j) {
+        const int slot_j = kStatic ? sb + j : slot, phase_j = kStatic ? ph : phase;
         if constexpr (kDefer) {
           if (j == 1 && tile == 0) {  // the second group's pieces, copied in during the first stage
             asm volatile("cp.async.wait_group 0;\n" ::: "memory");
@@ -500,9 +502,9 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
             __syncwarp();
           }
         }
-        mbar_wait(&full[slot], phase);
-        const uint4* wl = ws + (slot * kChunks + warp * kWarpChunks) * 32 + lane;
-        const uint32_t sz0 = side[slot * 256 + warp * 16 + g], sz1 = side[slot * 256 + warp * 16 + g + 8];
+        mbar_wait(&full[slot_j], phase_j);
+        const uint4* wl = ws + (slot_j * kChunks + warp * kWarpChunks) * 32 + lane;
+        const uint32_t sz0 = side[slot_j * 256 + warp * 16 + g], sz1 = side[slot_j * 256 + warp * 16 + g + 8];
         float ga[NT][4];  // the group's sums of (128 + q) x
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) ga[nt][0] = ga[nt][1] = ga[nt][2] = ga[nt][3] = 0.f;
@@ -531,12 +533,13 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
           for (int e = 0; e < 4; ++e) acc[nt][e] = j == 0 ? f[e] : acc[nt][e] + f[e];
         }
         __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[slot]);  // this warp's reads of the stage are done
-        if (++slot == kS) slot = 0, phase ^= 1;
+        if (lane == 0) mbar_arrive(&empty[slot_j]);  // this warp's reads of the stage are done
+        if constexpr (!kStatic)
+          if (++slot == kS) slot = 0, phase ^= 1;
       }
       // The tile's sums in one of two buffers (the other's readers, two tiles back, passed the barrier before this
       // one): acc[nt][2h + e] (tokens nt·8 + 2t + e, row g + 8h) at 32 (4 nt + 2 e + h) past the lane's 8t + g.
-      float* r = red + (tile & 1) * W * 16 * T;
+      float* r = red + (kStatic ? sb / PT : tile & 1) * W * 16 * T;
       float* rw = r + warp * 16 * T + 8 * t + g;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -551,6 +554,16 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
         if (!kWide && split > 1) part[tile * 16 * T + tok * 16 + row] = v;  // (the wide kernel: unsplit, xdef here)
         else if (tok < p.m) p.y[int64_t(tok) * p.n + tile_of(tile) * 16 + row] = __float2bfloat16_rn(v);
       }
+    };
+    if constexpr (kStatic) {
+#pragma unroll 1
+      for (int tile = 0; tile < tiles; tile += 2, phase ^= 1) {
+        run_tile(tile, 0, phase);
+        if (tile + 1 < tiles) run_tile(tile + 1, PT, phase);
+      }
+    } else {
+#pragma unroll 1
+      for (int tile = 0; tile < tiles; ++tile) run_tile(tile, 0, 0);
     }
   }
   // Every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split. (Not compiled into
@@ -618,7 +631,8 @@ template <int NT, int PT, int W = kWarps>
 void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream) {
   auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT, W>;
   const int clusters = rp.blocks / rp.split, max_tiles = (rp.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, rp.split, tokens_defer(NT, PT), W);
+  const TokensLayout L(NT, max_tiles, rp.split, tokens_defer(NT, PT), W,
+                       weight_only_mma_tma_token_stages(PT, tokens_wide(NT, PT, W)));
   if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, max_tiles, rp.m, rp.split))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;

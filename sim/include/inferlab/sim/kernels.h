@@ -313,6 +313,10 @@ constexpr int kMmaTmaConsumerWarps = 16;
 // 19.1 / 19.6, 8 tokens 17.3 -> 17.1 / 16.7; int8 m = 1 14336 x 4096 25.6 -> 25.6 / 25.1 (25.8 -> - / 25.2), 4096 x
 // 14336 25.3 -> 24.9 / 24.8; 4096 x 4096 and 1024 x 4096 within 0.1.
 constexpr int weight_only_mma_tma_stages(WeightFormat f) { return f == WeightFormat::int4 ? 3 : 4; }
+// At 2 to 16 tokens with two stages a tile (pt = 2), a ring of 4: a pair of tiles takes slots 0-3, so each stage's slot
+// is known when the kernel is compiled; else the int4 ring's 3. Not the wide kernel (kernels/gemm/NOTES.md r21: 16.0 ->
+// 16.5 us on 14336 x 4096 at 16 tokens with it, against 18.7 -> 18.1 for the narrow kernel on 4096 x 14336).
+constexpr int weight_only_mma_tma_token_stages(int64_t pt, bool wide) { return pt == 2 && !wide ? 4 : 3; }
 constexpr int64_t kMmaTmaMaxK = 16384;   // X's row (bf16) in shared memory beside the ring
 constexpr int64_t kMmaTmaMinTiles = 64;  // automatic's fewest 16-row tiles (weight_only_mma_tma_automatic)
 // At 2 to 16 tokens (int4): the tokens in n8 tiles (B's columns), X's B fragments held in registers for the warp's
