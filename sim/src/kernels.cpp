@@ -620,7 +620,7 @@ WeightOnlyPlan plan_weight_only(WeightFormat f, int64_t m, int64_t n, int64_t k,
     plan.blocks_per_sm = 1;
     plan.k_warps = weight_only_mma_tma_warps(m, k, plan.cluster);
     plan.k_per_block = k / plan.cluster;
-    plan.stages = weight_only_mma_tma_stages(f);
+    plan.stages = weight_only_mma_tma_ring_stages(f, m, k, plan.cluster);
     plan.units = plan.row_tiles * (k / (f == WeightFormat::int4 ? 64 : 32) / (2 * plan.k_warps));  // stages in all
     plan.m_tiles = int(weight_only_mma_tma_token_tiles(m));
     return plan;
@@ -756,6 +756,12 @@ int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count) {
   return std::max<int64_t>(1, kH100[split] * sm_count / 132);
 }
 
+int weight_only_mma_tma_ring_stages(WeightFormat f, int64_t m, int64_t k, int64_t split) {
+  if (m == 1) return weight_only_mma_tma_stages(f);
+  return weight_only_mma_tma_token_stages(k / (128 * weight_only_mma_tma_warps(m, k, split)) / split,
+                                          weight_only_mma_tma_wide(m, k, split));
+}
+
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m, int64_t split) {
   const bool int4 = f == WeightFormat::int4;
   const int64_t stages = weight_only_mma_tma_stages(f);
@@ -765,9 +771,8 @@ int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_ti
                 // tiles' sums [tiles][tokens][16 rows]; fp32; mbarriers
     // the wide and narrow kernels: their second group of X [warps][tiles of tokens][8 x 128] bf16
     const int64_t tokens = 8 * weight_only_mma_tma_token_tiles(m), warps = weight_only_mma_tma_warps(m, k, split);
-    const bool wide = weight_only_mma_tma_wide(m, k, split);
-    const bool defer = wide || weight_only_mma_tma_narrow(m, k, split);
-    const int64_t ts = weight_only_mma_tma_token_stages(k / (128 * warps) / split, wide);
+    const bool defer = weight_only_mma_tma_wide(m, k, split) || weight_only_mma_tma_narrow(m, k, split);
+    const int64_t ts = weight_only_mma_tma_ring_stages(f, m, k, split);
     return ts * (warps * 2 * 512 + 1024) + (2 * 16 * 16 + 4 * 16) * warps * 4 +
            (split > 1 ? max_tiles * 16 * tokens * 4 : 0) + (defer ? warps * tokens * 128 * 2 : 0) + 2 * ts * 8;
   }

@@ -519,7 +519,9 @@ TEST(WeightOnlyPlan, OneTokenTakesTheRingKernelWhereItRuns) {
   EXPECT_EQ(down.ctas, 120);
   EXPECT_EQ(down.k_warps, kMmaTmaNarrowWarps);
   EXPECT_EQ(down.units, 256 * 8);  // stages of 1792 columns
+  EXPECT_EQ(down.stages, 4);        // two stages a tile: a pair of tiles fills the ring (NOTES.md r21)
   EXPECT_EQ(t16.k_warps, kMmaTmaConsumerWarps);
+  EXPECT_EQ(t16.stages, 3);  // the wide kernel keeps the int4 ring's 3
   // its shared memory: the ring of four 14 KB stages and 1 KB of scales, the 14 warps' sums and group sums, 9 tiles' sums
   // of the cluster's split, X's second group, the mbarriers
   EXPECT_EQ(weight_only_mma_tma_smem_bytes(WeightFormat::int4, 14336, 9, 16, 4),

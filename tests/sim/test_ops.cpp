@@ -234,7 +234,8 @@ TEST(Roofline, ALaunchIssuingTensorInstructionsRunsAtTheTensorClock) {
   const PipeCeilings& c = hw.pipes;
   ASSERT_LT(c.tensor_clock_hz, 0.95 * c.sm_clock_hz);
   const double alu = 32.0 * 1e6 * hw.sm_count;  // a million warp instructions of integer work an SM
-  auto predicted_alu_s = [&](double mma_per_instruction, bool from_sass) {
+  // useful: the share of each m16n8k16's FLOPs the launch declares (a padded mma's less than 1)
+  auto predicted_alu_s = [&](double mma_per_instruction, bool from_sass, double useful = 1.0) {
     KernelLaunch k;
     k.kernel = "integer_work";
     k.tensor = TensorPath::sm;
@@ -242,7 +243,7 @@ TEST(Roofline, ALaunchIssuingTensorInstructionsRunsAtTheTensorClock) {
     k.work.alu = alu;
     const double mmas = alu / 32.0 * mma_per_instruction;
     if (from_sass) k.work.tensor_ops = 32.0 * mmas;
-    k.work.tensor_flops = 4096.0 * mmas;  // m16n8k16
+    k.work.tensor_flops = 4096.0 * mmas * useful;
     Op op;
     op.kernels = {k};
     const Prediction p = predict(op, hw);
@@ -258,16 +259,8 @@ TEST(Roofline, ALaunchIssuingTensorInstructionsRunsAtTheTensorClock) {
   }
   EXPECT_NEAR(predicted_alu_s(0.0, true), at_sm, 1e-9 * at_sm);
   // The SASS count wins over the FLOPs: padded mma (a decode kernel's single query head, 1/16 of each mma useful)
-  // issue 16 times the instructions their useful FLOPs would say.
-  KernelLaunch padded;
-  padded.tensor = TensorPath::sm;
-  padded.ctas = hw.sm_count;
-  padded.work.alu = alu;
-  padded.work.tensor_ops = 32.0 * alu / 32.0 / 1000;  // one mma per 1000 instructions
-  padded.work.tensor_flops = 4096.0 * alu / 32.0 / 1000 / 16;  // useful FLOPs: one per 16 000 by themselves
-  Op op;
-  op.kernels = {padded};
-  EXPECT_NEAR(predict(op, hw).alu_s, at_tensor, 1e-9 * at_tensor);
+  // issue 16 times the instructions their useful FLOPs would say (one per 1000 instructions; by FLOPs one per 16 000).
+  EXPECT_NEAR(predicted_alu_s(1.0 / 1000, true, 1.0 / 16), at_tensor, 1e-9 * at_tensor);
 }
 
 }  // namespace

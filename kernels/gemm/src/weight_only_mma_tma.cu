@@ -339,6 +339,7 @@ __device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t addr) {
 constexpr bool tokens_defer(int nt, int pt) { return nt * pt > kMmaTmaMaxGroupTiles; }
 constexpr bool tokens_wide(int nt, int pt, int w) { return tokens_defer(nt, pt) && w == kWarps; }
 constexpr int tokens_threads(int nt, int pt, int w) { return 32 * w + 32 * (tokens_wide(nt, pt, w) ? 4 : 1); }
+constexpr int tokens_stages(int nt, int pt, int w) { return weight_only_mma_tma_token_stages(pt, tokens_wide(nt, pt, w)); }
 constexpr int kWideLaunchRegs = 96, kWideProducerRegs = 24, kWideConsumerRegs = 112;
 static_assert(kConsumers * kWideConsumerRegs + 128 * kWideProducerRegs <= (kConsumers + 128) * kWideLaunchRegs,
               "the wide kernel's setmaxnreg exceeds the registers it was launched with");
@@ -348,7 +349,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     weight_only_mma_tma_tokens_kernel(const __grid_constant__ RingParams p, const __grid_constant__ CUtensorMap map_s) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int T = 8 * NT;  // token columns
-  constexpr int kS = weight_only_mma_tma_token_stages(PT, tokens_wide(NT, PT, W));
+  constexpr int kS = tokens_stages(NT, PT, W);
   constexpr bool kStatic = kS == 2 * PT;  // tile pairs fill the ring: a stage's slot known at compile time
   constexpr int kChunks = 2 * W, kBytes = kChunks * 512, kCols = kChunks * 64;  // a stage: W groups
   constexpr int kThreadsW = tokens_threads(NT, PT, W);
@@ -631,8 +632,7 @@ template <int NT, int PT, int W = kWarps>
 void launch_tokens(const RingParams& rp, const void* scales, cudaStream_t stream) {
   auto kernel = weight_only_mma_tma_tokens_kernel<NT, PT, W>;
   const int clusters = rp.blocks / rp.split, max_tiles = (rp.tiles + clusters - 1) / clusters;
-  const TokensLayout L(NT, max_tiles, rp.split, tokens_defer(NT, PT), W,
-                       weight_only_mma_tma_token_stages(PT, tokens_wide(NT, PT, W)));
+  const TokensLayout L(NT, max_tiles, rp.split, tokens_defer(NT, PT), W, tokens_stages(NT, PT, W));
   if (int64_t(L.bytes) != weight_only_mma_tma_smem_bytes(WeightFormat::int4, rp.k, max_tiles, rp.m, rp.split))
     throw Error("linear (weight-only mma_tma): the kernel's shared memory and sim/kernels.h's disagree");
   static KernelSmem attr;

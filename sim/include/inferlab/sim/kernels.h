@@ -353,6 +353,9 @@ int64_t weight_only_mma_tma_plan_split(int64_t m, int64_t n, int64_t k, int64_t 
 // 160-224 KB: 1 / 2 / 3 / 4 / 5 / 6 / 7 / 8 -> 132 / 66 / 39 / 30 / 22 / 17 / 15 / 15, i.e. 132, 132, 117, 120, 110,
 // 102, 105, 120 SMs), scaled by the GPU's SMs; the plan asks no more.
 int64_t weight_only_mma_tma_clusters(int64_t split, int64_t sm_count);
+// Its ring's stages at m tokens over clusters of split blocks: weight_only_mma_tma_stages at one token, else
+// weight_only_mma_tma_token_stages of the block's stages a tile.
+int weight_only_mma_tma_ring_stages(WeightFormat f, int64_t m, int64_t k, int64_t split);
 // Its shared memory for k columns, at most max_tiles 16-row tiles a cluster, m tokens and split blocks along k.
 int64_t weight_only_mma_tma_smem_bytes(WeightFormat f, int64_t k, int64_t max_tiles, int64_t m = 1, int64_t split = 1);
 // Why the mma_tma kernel cannot run m tokens of an n x k weight in format f ("" where it can).
