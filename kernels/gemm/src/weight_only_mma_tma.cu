@@ -290,9 +290,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 // registers instead of shared memory. A warp takes chunks 2w and 2w + 1 of every stage, and a block's stages of a tile
 // are whole (PT of them), so a warp meets the same PT int4 groups of X in every tile: their B fragments (the tokens the
 // n8 tiles' columns: lane (g, t) holds token g's columns 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step) are loaded once,
-// PT x 32 x NT registers, with each group's sum of X per token (the zero point's fold). A piece of X (8 tokens x a
-// group) comes in by coalesced 16-byte loads into the warp's own 2 KB of shared memory (XOR-swizzled rows) and out by
-// ldmatrix. Where k / 2048 x NT exceeds what the registers hold (sim/kernels.h weight_only_mma_tma_split), k is split
+// PT x 32 x NT registers, with each group's sum of X per token (the zero point's term: tokens_zero_mma). A piece of X
+// (8 tokens x a group) comes in by coalesced 16-byte loads into the warp's own 2 KB of shared memory (XOR-swizzled
+// rows) and out by ldmatrix. Where k / 2048 x NT exceeds what the registers hold (sim/kernels.h weight_only_mma_tma_split), k is split
 // over a cluster of `split` blocks that take the same tiles, each its 1/split of every tile's stages and of X: after the
 // last tile each block adds its share of the tiles from every block's shared memory in rank order. Where the grid is
 // long (9-16 tokens, k = 4096, at least 4 tiles a block: sim/kernels.h weight_only_mma_tma_wide) the wide kernel runs
@@ -340,6 +340,11 @@ constexpr bool tokens_defer(int nt, int pt) { return nt * pt > kMmaTmaMaxGroupTi
 constexpr bool tokens_wide(int nt, int pt, int w) { return tokens_defer(nt, pt) && w == kWarps; }
 constexpr int tokens_threads(int nt, int pt, int w) { return 32 * w + 32 * (tokens_wide(nt, pt, w) ? 4 : 1); }
 constexpr int tokens_stages(int nt, int pt, int w) { return weight_only_mma_tma_token_stages(pt, tokens_wide(nt, pt, w)); }
+// The zero point's -(128 + z) X by one m16n8k8 a stage and n8 tile at the head of the group's chain, X's sums in B
+// fragments (4 registers at two groups of two n8 tiles), instead of 2 FMUL, 8 FMUL, 8 FFMA and two loads of the sums
+// (NOTES.md r22). Not the wide kernel: its consumers hold 64 registers of X within setmaxnreg's 112, and there it ran
+// 16.0-16.1 -> 16.4-16.5 us on 14336 x 4096 at 16 tokens.
+constexpr bool tokens_zero_mma(int nt, int pt, int w) { return !tokens_wide(nt, pt, w); }
 constexpr int kWideLaunchRegs = 96, kWideProducerRegs = 24, kWideConsumerRegs = 112;
 static_assert(kConsumers * kWideConsumerRegs + 128 * kWideProducerRegs <= (kConsumers + 128) * kWideLaunchRegs,
               "the wide kernel's setmaxnreg exceeds the registers it was launched with");
@@ -354,6 +359,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   constexpr int kChunks = 2 * W, kBytes = kChunks * 512, kCols = kChunks * 64;  // a stage: W groups
   constexpr int kThreadsW = tokens_threads(NT, PT, W);
   constexpr bool kWide = tokens_wide(NT, PT, W), kDefer = tokens_defer(NT, PT);
+  constexpr bool kZeroMma = tokens_zero_mma(NT, PT, W);
   static_assert(16 * T <= 32 * W, "a tile's 16 x T outputs, one an adder thread, among the consumers");
   extern __shared__ __align__(128) unsigned char smem[];
   const int split = p.split, rank = split > 1 ? int(sm90::cluster_rank()) : 0;
@@ -366,7 +372,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   const uint4* ws = reinterpret_cast<const uint4*>(smem);
   const uint32_t* side = reinterpret_cast<const uint32_t*>(smem + L.side);
   float* red = reinterpret_cast<float*>(smem + L.red);
-  float* xsum = reinterpret_cast<float*>(smem + L.xsum);  // [warp][group j][token]
+  float* xsum = reinterpret_cast<float*>(smem + L.xsum);  // !kZeroMma: [warp][group j][token]
   float* part = reinterpret_cast<float*>(smem + L.part);  // split > 1: [tile][token][row], the block's share of k
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bars);
   uint64_t* empty = full + kS;
@@ -431,6 +437,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
           xf[j][h][kk + 1][nt][0] = b[2], xf[j][h][kk + 1][nt][1] = b[3];
         }
     };
+    uint32_t xz[PT][NT];  // kZeroMma: the zero point's B fragment of group j, n8 tile nt: -X (group_sums)
     auto group_sums = [&](int j) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -447,7 +454,20 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
         float sum = lo + hi;  // token nt·8 + g's columns in lane (g, t); the quad's four hold the group
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (t == 0) xsum[(warp * 4 + j) * 16 + nt * 8 + g] = sum;
+        if constexpr (!kZeroMma) {
+          if (t == 0) xsum[(warp * 4 + j) * 16 + nt * 8 + g] = sum;
+          continue;
+        }
+        // -X as three bf16 (exact: 8 + 8 + 8 significant bits) in B's rows k = 0, 1, 2 of token g: lane t = 0 holds
+        // rows 0 and 1 of b0, lane t = 1 row 2; every other row is zero.
+        const float nx = -sum;
+        const __nv_bfloat16 x0 = __float2bfloat16_rn(nx);
+        const float r1 = nx - __bfloat162float(x0);
+        const __nv_bfloat16 x1 = __float2bfloat16_rn(r1);
+        const __nv_bfloat16 x2 = __float2bfloat16_rn(r1 - __bfloat162float(x1));
+        const uint32_t p01 = uint32_t(__bfloat16_as_ushort(x0)) | uint32_t(__bfloat16_as_ushort(x1)) << 16;
+        const uint32_t p2 = uint32_t(__bfloat16_as_ushort(x2));
+        xz[j][nt] = t == 0 ? p01 : t == 1 ? p2 : 0u;
       }
     };
     {
@@ -506,9 +526,16 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
         mbar_wait(&full[slot_j], phase_j);
         const uint4* wl = ws + (slot_j * kChunks + warp * kWarpChunks) * 32 + lane;
         const uint32_t sz0 = side[slot_j * 256 + warp * 16 + g], sz1 = side[slot_j * 256 + warp * 16 + g + 8];
-        float ga[NT][4];  // the group's sums of (128 + q) x
+        float ga[NT][4];  // the group's sums of (128 + q) x, kZeroMma: of (128 + q - (128 + z)) x
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) ga[nt][0] = ga[nt][1] = ga[nt][2] = ga[nt][3] = 0.f;
+        if constexpr (kZeroMma) {
+          // The zero point on the tensor cores (m16n8k8): A holds 128 + z (bf16, exact) of rows g and g + 8 in every
+          // column, B -X in rows 0-2, so the chain starts at -(128 + z) X.
+          const uint32_t zg = __byte_perm(sz0, 0, 0x3232), zg8 = __byte_perm(sz1, 0, 0x3232);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_bf16_k8(ga[nt], zg, zg8, xz[j][nt]);
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint4 cur = wl[32 * h];
@@ -522,16 +549,26 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
             for (int nt = 0; nt < NT; ++nt) mma_bf16(ga[nt], a, xf[j][h][ks][nt][0], xf[j][h][ks][nt][1]);
           }
         }
-        // s sum (q - z) x = s acc - s (128 + z) X over the group (z stored as 128 + z); a tile's first stage sets acc.
+        // s sum (q - z) x over the group (z stored as 128 + z); a tile's first stage sets acc.
         const float s0 = __uint_as_float(sz0 << 16), s1 = __uint_as_float(sz1 << 16);
-        const float z0 = s0 * __uint_as_float(sz0 & 0xffff0000u), z1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
+        if constexpr (kZeroMma) {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const float2 xg = *reinterpret_cast<const float2*>(xsum + (warp * 4 + j) * 16 + nt * 8 + 2 * t);
-          const float f[4] = {s0 * ga[nt][0] - z0 * xg.x, s0 * ga[nt][1] - z0 * xg.y, s1 * ga[nt][2] - z1 * xg.x,
-                              s1 * ga[nt][3] - z1 * xg.y};
+          for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[nt][e] = j == 0 ? f[e] : acc[nt][e] + f[e];
+            for (int e = 0; e < 4; ++e) {
+              const float s = e < 2 ? s0 : s1;
+              acc[nt][e] = j == 0 ? s * ga[nt][e] : fmaf(s, ga[nt][e], acc[nt][e]);
+            }
+        } else {  // s acc - s (128 + z) X
+          const float z0 = s0 * __uint_as_float(sz0 & 0xffff0000u), z1 = s1 * __uint_as_float(sz1 & 0xffff0000u);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const float2 xg = *reinterpret_cast<const float2*>(xsum + (warp * 4 + j) * 16 + nt * 8 + 2 * t);
+            const float f[4] = {s0 * ga[nt][0] - z0 * xg.x, s0 * ga[nt][1] - z0 * xg.y, s1 * ga[nt][2] - z1 * xg.x,
+                                s1 * ga[nt][3] - z1 * xg.y};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[nt][e] = j == 0 ? f[e] : acc[nt][e] + f[e];
+          }
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot_j]);  // this warp's reads of the stage are done
