@@ -377,6 +377,67 @@ TEST(LinearGpu, TheMmaTmaKernelMatchesTheReference) {
   EXPECT_NE(error_of([&] { plan_linear(probe, device_sms()); }).find("serves int8 and int4"), std::string::npos);
 }
 
+// The int4 zero point's term, s (128 + z) X over a group, exact: in every (row, group) the weight is -8/64 at one column,
+// +7/64 at another and 0 elsewhere (scale 1/64, zero point 8: q = 0, 15, 8), and every token's group of X is 1/16 at
+// both of those columns, 64, 1/8 and 2^-11 at three others, 0 elsewhere. Each group then adds exactly
+// (1/64)(-8 + 7)/16 = -2^-10, and every partial sum on the way (136 X = 8738.06640625, the sums of (128 + q) x, the
+// groups' and the cluster's sums) is a multiple of 2^-8 below 2^14, exact in fp32: every output must be -G 2^-10 (G
+// groups) bit for bit. A zero point's term that lost X's low bits (X = 64.25048828125 needs three bf16: -64.5, 0.25,
+// -2^-11, tokens_zero_mma) would be off by 136 (1/64) 2^-11 a group, and the norm-wise tolerance of run_case (the
+// bf16 output's rounding) would not see it. Every mma_tma instance: one token; 2-16 tokens over one and two n8 tiles
+// at k = 2048 to 8192 (the plan's splits); the wide kernel; the down projection at 5 tokens (clusters of 7) and the
+// narrow kernel at 9 and 16.
+TEST(LinearGpu, TheInt4ZeroPointTermIsExact) {
+  REQUIRE_GPU();
+  LinearParams probe;
+  probe.format = WeightFormat::int4, probe.m = 1, probe.n = 128, probe.k = 2048, probe.kernel = WeightOnlyKernel::mma_tma;
+  const std::string missing = error_of([&] { plan_linear(probe, device_sms()); });
+  if (!missing.empty()) GTEST_SKIP() << missing;
+  struct Case {
+    int64_t m, n, k, split;
+  };
+  for (const Case c : {Case{1, 4096, 4096, 0}, Case{2, 1024, 2048, 0}, Case{8, 4096, 4096, 0}, Case{4, 4096, 8192, 0},
+                       Case{16, 4096, 2048, 0}, Case{9, 14336, 4096, 1}, Case{16, 14336, 4096, 1},
+                       Case{5, 4096, 14336, 0}, Case{9, 4096, 14336, 4}, Case{16, 4096, 14336, 4}}) {
+    SCOPED_TRACE("m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+                 " split=" + std::to_string(c.split));
+    const int64_t groups = c.k / 128;
+    std::vector<float> w(std::size_t(c.n * c.k), 0.f), x(std::size_t(c.m * c.k), 0.f);
+    // group g's columns a (-8/64) and b (+7/64) of every row; token t's 64 at a + 1 + t, 1/8 at b + 1 + t and 2^-11 at
+    // b + 32 + t (within the group's halves, never a or b at m <= 16)
+    auto a_of = [](int64_t g) { return (3 * g) % 64; };
+    auto b_of = [](int64_t g) { return 64 + (5 * g) % 64; };
+    for (int64_t r = 0; r < c.n; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        float* wg = &w[std::size_t(r * c.k + g * 128)];
+        wg[a_of(g)] = -8.f / 64, wg[b_of(g)] = 7.f / 64;
+      }
+    for (int64_t t = 0; t < c.m; ++t)
+      for (int64_t g = 0; g < groups; ++g) {
+        float* xg = &x[std::size_t(t * c.k + g * 128)];
+        const int64_t a = a_of(g), b = b_of(g);
+        xg[a] = xg[b] = 1.f / 16;
+        xg[(a + 1 + t) % 64] = 64.f;
+        xg[64 + (b + 1 + t) % 64] = 1.f / 8;
+        xg[64 + (b + 32 + t) % 64] = std::ldexp(1.f, -11);
+      }
+    const PackedWeight pw = pack_weight(w, c.n, c.k, WeightFormat::int4);
+    const float want = -float(groups) * std::ldexp(1.f, -10);
+    std::size_t ref_off = 0;  // what the packed weight encodes (scale 1/64, zero point 8), in double
+    for (double v : linear_reference(x, c.m, pw)) ref_off += v != double(want);
+    ASSERT_EQ(ref_off, 0u) << "the reference is not " << want << " everywhere";
+    LinearOperands op(pw, x, c.m, device_sms(), c.split, WeightOnlyKernel::mma_tma);
+    ASSERT_EQ(op.x_seen(), x);  // every value exact in bf16
+    op.poison_output();
+    linear(op.params(), nullptr);
+    INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> y = op.output();
+    std::size_t off = 0;
+    for (float v : y) off += v != want;
+    EXPECT_EQ(off, 0u) << "of " << y.size() << " outputs differ from " << want << " (y[0] = " << y[0] << ")";
+  }
+}
+
 TEST(LinearGpu, DenseAndFp8MatchTheReference) {
   REQUIRE_GPU();
   for (WeightFormat f : {WeightFormat::bf16, WeightFormat::fp16, WeightFormat::fp8})
