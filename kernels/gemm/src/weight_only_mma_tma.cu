@@ -292,15 +292,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // n8 tiles' columns: lane (g, t) holds token g's columns 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step) are loaded once,
 // PT x 32 x NT registers, with each group's sum of X per token (the zero point's term: tokens_zero_mma). A piece of X
 // (8 tokens x a group) comes in by coalesced 16-byte loads into the warp's own 2 KB of shared memory (XOR-swizzled
-// rows) and out by ldmatrix. Where k / 2048 x NT exceeds what the registers hold (sim/kernels.h weight_only_mma_tma_split), k is split
-// over a cluster of `split` blocks that take the same tiles, each its 1/split of every tile's stages and of X: after the
-// last tile each block adds its share of the tiles from every block's shared memory in rank order. Where the grid is
-// long (9-16 tokens, k = 4096, at least 4 tiles a block: sim/kernels.h weight_only_mma_tma_wide) the wide kernel runs
-// unsplit instead, two groups a warp (64 registers of X, its producer's registers given over), one tile's sums every
-// two stages and no cluster's end. At 9-16 tokens on k = 14336 (the down projection: 7 stages of 2048, split over
-// clusters of 7) the narrow kernel cuts a tile into 8 stages of 14 groups (1792 columns) for 14 consumer warps, two a
-// block over clusters of 4 (sim/kernels.h weight_only_mma_tma_narrow): two groups a warp as the wide kernel's, a tile's
-// sums every two stages, 9 tiles a block instead of 18 one-stage ones.
+// rows) and out by ldmatrix. Where k / 2048 x NT exceeds what the registers hold (sim/kernels.h
+// weight_only_mma_tma_split), k is split over a cluster of `split` blocks that take the same tiles, each its 1/split of
+// every tile's stages and of X: after the last tile each block adds its share of the tiles from every block's shared
+// memory in rank order. Where the grid is long (9-16 tokens, k = 4096, at least 4 tiles a block: sim/kernels.h
+// weight_only_mma_tma_wide) the wide kernel runs unsplit instead, two groups a warp (64 registers of X, its producer's
+// registers given over), one tile's sums every two stages and no cluster's end. At 9-16 tokens on k = 14336 (the down
+// projection: 7 stages of 2048, split over clusters of 7) the narrow kernel cuts a tile into 8 stages of 14 groups
+// (1792 columns) for 14 consumer warps, two a block over clusters of 4 (sim/kernels.h weight_only_mma_tma_narrow): two
+// groups a warp as the wide kernel's, a tile's sums every two stages, 9 tiles a block instead of 18 one-stage ones.
 // A tile's sums: every warp leaves its 16 rows x 8NT tokens in shared memory, one barrier, and 16 x 8NT consumer threads
 // add the W warps' values in a fixed order. A warp's sums are in its fragments' order: the value of lane (g, t) for
 // tokens nt·8 + 2t + e, row g + 8h at 32 (4 nt + 2 e + h) + 8 t + g, so each of a warp's 4 NT stores (one (nt, e, h))
