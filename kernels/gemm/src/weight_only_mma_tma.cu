@@ -376,6 +376,17 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   float* part = reinterpret_cast<float*>(smem + L.part);  // split > 1: [tile][token][row], the block's share of k
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bars);
   uint64_t* empty = full + kS;
+  // The narrow kernel's cluster end: after its loop each block pushes its share of k of the tiles it does not own into
+  // the owner's shared memory (st.async, completing on the owner's parts_in), in the place of X's deferred second group
+  // (read by the first tile's second stage, before the block passes the cluster's barrier): [owned][rank][token][row].
+  // No block reads another's shared memory, so none waits for the others to leave. Where the owned tiles' sums do not
+  // fit there (over 56 tiles a cluster at 16 tokens), and in the other split kernels, the owners pull them after a
+  // cluster barrier and hold the others with a second (the other kernels' SASS unchanged: NOTES.md r24).
+  constexpr bool kPush = kDefer && !kWide;
+  const bool push = kPush && split > 1 && (max_tiles + split - 1) / split * split * 16 * T * 4 <= W * NT * 2048;
+  static_assert(!kPush || kZeroMma, "the narrow kernel's parts_in takes the place of X's group sums");
+  uint64_t* parts_in = reinterpret_cast<uint64_t*>(smem + L.xsum);  // (unused where the zero point is on the MMA)
+  float* recv = reinterpret_cast<float*>(smem + L.xdef);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   if (tid == 0) {
@@ -383,12 +394,15 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
       mbar_init(&full[s], 1);
       mbar_init(&empty[s], W);
     }
+    if (push) mbar_init(parts_in, 1);
     sm90::fence_mbar_init();
+    if (push) mbar_expect_tx(parts_in, uint32_t((tiles - rank + split - 1) / split * (split - 1) * 16 * T * 4));
   }
   __syncthreads();
 
   if (warp >= W) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
     if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWideProducerRegs) : "memory");
+    if (push) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");  // (it never reads xdef)
     if (warp == W && lane == 0) {
       const uint64_t policy = evict_first_policy();
       const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·2W, (rank + 1)·PT·2W)
@@ -521,6 +535,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
             for (int nt = 0; nt < NT; ++nt) frags(xdef + nt * 2048, 1, nt);
             group_sums(1);
             __syncwarp();
+            if (push) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");  // xdef free for the pushes
           }
         }
         mbar_wait(&full[slot_j], phase_j);
@@ -603,14 +618,37 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
 #pragma unroll 1
       for (int tile = 0; tile < tiles; ++tile) run_tile(tile, 0, 0);
     }
+    if (push && tiles == 0) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
   }
   // Every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split. (Not compiled into
   // the wide kernel, which is unsplit: with it, where the producer's and consumers' paths meet after setmaxnreg, ptxas
   // spilled 176-244 bytes.)
   if (!kWide && split > 1) {
-    // Four outputs (rows) a thread: every block's four first (independent loads in flight), then the adds in rank order.
-    sm90::cluster_sync();
     constexpr int kQuads = 16 * T / 4;  // a tile's outputs in fours
+    if (push) {
+      // Every block of the cluster has read its xdef and initialized its parts_in; this block's last tile's sums are in.
+      asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+      __syncthreads();
+      for (int i = tid; i < tiles * kQuads; i += kThreadsW) {
+        const int tile = i / kQuads, o = (i % kQuads) * 4, owner = tile % split;
+        if (owner == rank) continue;
+        const float4 v = *reinterpret_cast<const float4*>(part + tile * 16 * T + o);
+        const uint32_t dst = sm90::cluster_addr(recv + ((tile / split) * split + rank) * 16 * T + o, uint32_t(owner));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                         dst),
+                     "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+                     "r"(__float_as_uint(v.w)), "r"(sm90::cluster_addr(parts_in, uint32_t(owner)))
+                     : "memory");
+      }
+      asm volatile(
+          "{\n.reg .pred done;\nWAIT_%=:\n"
+          "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
+          "@!done bra WAIT_%=;\n}\n" ::"r"(sm90::shared_addr(parts_in))
+          : "memory");
+    } else {
+      sm90::cluster_sync();
+    }
+    // Four outputs (rows) a thread: every block's four first (independent loads in flight), then the adds in rank order.
     const int mine = (tiles - rank + split - 1) / split;
     for (int i = tid; i < mine * kQuads; i += kThreadsW) {
       const int tile = rank + split * (i / kQuads), o = (i % kQuads) * 4;
@@ -618,7 +656,10 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
       float4 q[8];
 #pragma unroll
       for (int r = 0; r < 8; ++r)
-        if (r < split) q[r] = ld_cluster_f32x4(sm90::cluster_addr(part + tile * 16 * T + o, uint32_t(r)));
+        if (r < split)
+          q[r] = !push       ? ld_cluster_f32x4(sm90::cluster_addr(part + tile * 16 * T + o, uint32_t(r)))
+                 : r == rank ? *reinterpret_cast<const float4*>(part + tile * 16 * T + o)
+                             : *reinterpret_cast<const float4*>(recv + ((i / kQuads) * split + r) * 16 * T + o);
       float4 v = q[0];
 #pragma unroll
       for (int r = 1; r < 8; ++r)
@@ -628,7 +669,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
       out[0] = __floats2bfloat162_rn(v.x, v.y);
       out[1] = __floats2bfloat162_rn(v.z, v.w);
     }
-    sm90::cluster_sync();  // no block leaves while another reads its shared memory
+    if (!push) sm90::cluster_sync();  // no block leaves while another reads its shared memory
   }
 #else
   __trap();  // built for a GPU without sm_90a: the plan never selects this kernel there
