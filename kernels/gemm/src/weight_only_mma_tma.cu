@@ -378,10 +378,11 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   uint64_t* empty = full + kS;
   // The narrow kernel's cluster end: after its loop each block pushes its share of k of the tiles it does not own into
   // the owner's shared memory (st.async, completing on the owner's parts_in), in the place of X's deferred second group
-  // (read by the first tile's second stage, before the block passes the cluster's barrier): [owned][rank][token][row].
-  // No block reads another's shared memory, so none waits for the others to leave. Where the owned tiles' sums do not
-  // fit there (over 56 tiles a cluster at 16 tokens), and in the other split kernels, the owners pull them after a
-  // cluster barrier and hold the others with a second (the other kernels' SASS unchanged: NOTES.md r24).
+  // (read by the first tile's second stage, before the block's threads arrive at the cluster's barrier):
+  // [owned][rank][token][row]. No block reads another's shared memory, so none waits for the others to leave. Where the
+  // owned tiles' sums do not fit there (over 56 tiles a cluster: T = 16 at NT = 2), and in the other split kernels, the
+  // owners pull them after a cluster barrier and hold the others with a second (the other kernels' SASS unchanged:
+  // NOTES.md r24).
   constexpr bool kPush = kDefer && !kWide;
   const bool push = kPush && split > 1 && (max_tiles + split - 1) / split * split * 16 * T * 4 <= W * NT * 2048;
   static_assert(!kPush || kZeroMma, "the narrow kernel's parts_in takes the place of X's group sums");
@@ -402,7 +403,10 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
 
   if (warp >= W) {  // the producer: the weight and its scales only (then on to the cluster's barriers)
     if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWideProducerRegs) : "memory");
-    if (push) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");  // (it never reads xdef)
+    // (It never reads xdef. Relaxed, this arrive left out the release's memory barriers ahead of the ring's first
+    // copies, and the narrow kernel ran 17.4-17.5 -> 17.9-18.0 us: the first copies' head start costs X's first
+    // group, NOTES.md r24.)
+    if (push) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
     if (warp == W && lane == 0) {
       const uint64_t policy = evict_first_policy();
       const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·2W, (rank + 1)·PT·2W)
@@ -618,7 +622,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
 #pragma unroll 1
       for (int tile = 0; tile < tiles; ++tile) run_tile(tile, 0, 0);
     }
-    if (push && tiles == 0) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+    if (push && tiles == 0) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");  // (owns no tile)
   }
   // Every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split. (Not compiled into
   // the wide kernel, which is unsplit: with it, where the producer's and consumers' paths meet after setmaxnreg, ptxas
