@@ -111,13 +111,7 @@ __device__ __forceinline__ void received_init(uint64_t* bar, uint32_t bytes) {
                "fence.mbarrier_init.release.cluster;\n" ::"r"(smem_u32(bar)), "r"(bytes)
                : "memory");
 }
-__device__ __forceinline__ void received_wait(uint64_t* bar) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar))
-      : "memory");
-}
+__device__ __forceinline__ void received_wait(uint64_t* bar) { sm90::mbar_wait_cluster(bar, 0); }
 #endif
 
 // X tile element (row, col) in shared memory: rows of KB columns padded by 16 bytes, so that the 8

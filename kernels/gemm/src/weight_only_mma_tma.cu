@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     // (It never reads xdef. Relaxed, this arrive left out the release's memory barriers ahead of the ring's first
     // copies, and the narrow kernel ran 17.4-17.5 -> 17.9-18.0 us: the first copies' head start costs X's first
     // group, NOTES.md r24.)
-    if (push) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+    if (push) sm90::cluster_arrive_release();
     if (warp == W && lane == 0) {
       const uint64_t policy = evict_first_policy();
       const int64_t tile_chunks = p.k / 64;  // a tile's chunks; this block takes [rank·PT·2W, (rank + 1)·PT·2W)
@@ -539,7 +539,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
             for (int nt = 0; nt < NT; ++nt) frags(xdef + nt * 2048, 1, nt);
             group_sums(1);
             __syncwarp();
-            if (push) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");  // xdef free for the pushes
+            if (push) sm90::cluster_arrive_release();  // xdef free for the pushes
           }
         }
         mbar_wait(&full[slot_j], phase_j);
@@ -622,7 +622,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
 #pragma unroll 1
       for (int tile = 0; tile < tiles; ++tile) run_tile(tile, 0, 0);
     }
-    if (push && tiles == 0) asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");  // (owns no tile)
+    if (push && tiles == 0) sm90::cluster_arrive_release();  // (owns no tile)
   }
   // Every block's share of k of the cluster's tiles, added in rank order: tile i by block i % split. (Not compiled into
   // the wide kernel, which is unsplit: with it, where the producer's and consumers' paths meet after setmaxnreg, ptxas
@@ -631,24 +631,16 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     constexpr int kQuads = 16 * T / 4;  // a tile's outputs in fours
     if (push) {
       // Every block of the cluster has read its xdef and initialized its parts_in; this block's last tile's sums are in.
-      asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+      sm90::cluster_wait_acquire();
       __syncthreads();
       for (int i = tid; i < tiles * kQuads; i += kThreadsW) {
         const int tile = i / kQuads, o = (i % kQuads) * 4, owner = tile % split;
         if (owner == rank) continue;
         const float4 v = *reinterpret_cast<const float4*>(part + tile * 16 * T + o);
-        const uint32_t dst = sm90::cluster_addr(recv + ((tile / split) * split + rank) * 16 * T + o, uint32_t(owner));
-        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
-                         dst),
-                     "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
-                     "r"(__float_as_uint(v.w)), "r"(sm90::cluster_addr(parts_in, uint32_t(owner)))
-                     : "memory");
+        sm90::st_async_v4(sm90::cluster_addr(recv + ((tile / split) * split + rank) * 16 * T + o, uint32_t(owner)), v,
+                          sm90::cluster_addr(parts_in, uint32_t(owner)));
       }
-      asm volatile(
-          "{\n.reg .pred done;\nWAIT_%=:\n"
-          "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], 0;\n"
-          "@!done bra WAIT_%=;\n}\n" ::"r"(sm90::shared_addr(parts_in))
-          : "memory");
+      sm90::mbar_wait_cluster(parts_in, 0);
     } else {
       sm90::cluster_sync();
     }

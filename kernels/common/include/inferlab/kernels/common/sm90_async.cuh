@@ -32,13 +32,13 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_addr(bar)), "r"(bytes) : "memory");
 }
+// Spins on try_wait until phase `parity` of `bar` has completed; SEM the wait's semantics ("" or ".acquire.cluster").
+#define INFERLAB_MBAR_WAIT_PTX(SEM)                                              \
+  "{\n.reg .pred done;\nWAIT_%=:\n"                                              \
+  "mbarrier.try_wait.parity" SEM ".shared::cta.b64 done, [%0], %1;\n"            \
+  "@!done bra WAIT_%=;\n}\n"
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(shared_addr(bar)),
-      "r"(parity)
-      : "memory");
+  asm volatile(INFERLAB_MBAR_WAIT_PTX("") ::"r"(shared_addr(bar)), "r"(parity) : "memory");
 }
 
 // One box of a 2-d tensor map at (c0, c1), landing as the map's swizzle lays it; completes on `bar`.
@@ -75,6 +75,23 @@ __device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The cluster barrier's halves, for threads that arrive and wait at different places (not .aligned: a warp's threads
+// may reach them apart).
+__device__ __forceinline__ void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+// Waits for phase `parity` of this block's mbarrier `bar` where other blocks of the cluster complete it (st.async
+// into this block's shared memory): acquire at cluster scope, so their bytes are visible after it.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, int parity) {
+  asm volatile(INFERLAB_MBAR_WAIT_PTX(".acquire.cluster") ::"r"(shared_addr(bar)), "r"(parity) : "memory");
+}
+// 16 bytes into another block's shared memory (addr and bar shared::cluster addresses from cluster_addr, addr 16-byte
+// aligned), completing on that block's mbarrier `bar`.
+__device__ __forceinline__ void st_async_v4(uint32_t addr, float4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)),
+               "r"(__float_as_uint(v.w)), "r"(bar)
+               : "memory");
 }
 
 // An L2 policy for data read once (evict first) or by every block (evict last).
