@@ -345,6 +345,13 @@ constexpr int tokens_stages(int nt, int pt, int w) { return weight_only_mma_tma_
 // (NOTES.md r22). Not the wide kernel: its consumers hold 64 registers of X within setmaxnreg's 112, and there it ran
 // 16.0-16.1 -> 16.4-16.5 us on 14336 x 4096 at 16 tokens.
 constexpr bool tokens_zero_mma(int nt, int pt, int w) { return !tokens_wide(nt, pt, w); }
+// X's first group loaded before the block's barrier (the barriers' initialization), so its loads leave ahead of the
+// deferred group's copies (ptxas issues those ahead of the loads where both follow the barrier, NOTES.md r24). The wide
+// kernel only: H200, bench_gemm, three rounds, us, before -> after: 14336 x 4096 at 16 tokens 16.0-16.4 -> 15.4-15.6
+// (two sessions); the same order in every other tokens kernel was mixed (the narrow kernel 17.3-17.5 -> 17.7-17.9,
+// 4096 x 4096 at 8 tokens 8.54-8.58 -> 8.13-8.18, 14336 x 4096 at 4 tokens 12.8-12.9 -> 13.0, the rest within
+// +-0.2; NOTES.md r25).
+constexpr bool tokens_x_first(int nt, int pt, int w) { return tokens_wide(nt, pt, w); }
 constexpr int kWideLaunchRegs = 96, kWideProducerRegs = 24, kWideConsumerRegs = 112;
 static_assert(kConsumers * kWideConsumerRegs + 128 * kWideProducerRegs <= (kConsumers + 128) * kWideLaunchRegs,
               "the wide kernel's setmaxnreg exceeds the registers it was launched with");
@@ -359,7 +366,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   constexpr int kChunks = 2 * W, kBytes = kChunks * 512, kCols = kChunks * 64;  // a stage: W groups
   constexpr int kThreadsW = tokens_threads(NT, PT, W);
   constexpr bool kWide = tokens_wide(NT, PT, W), kDefer = tokens_defer(NT, PT);
-  constexpr bool kZeroMma = tokens_zero_mma(NT, PT, W);
+  constexpr bool kZeroMma = tokens_zero_mma(NT, PT, W), kXFirst = tokens_x_first(NT, PT, W);
   static_assert(16 * T <= 32 * W, "a tile's 16 x T outputs, one an adder thread, among the consumers");
   extern __shared__ __align__(128) unsigned char smem[];
   const int split = p.split, rank = split > 1 ? int(sm90::cluster_rank()) : 0;
@@ -390,6 +397,24 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
   float* recv = reinterpret_cast<float*>(smem + L.xdef);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  constexpr int kNow = kDefer ? 1 : PT;  // groups staged before the loop
+  uint4 xv[kNow][NT][4];  // their loads: lane l takes 16-byte chunks l + 32i, row (l + 32i) / 16; tokens past m zero
+  auto load_x = [&] {
+#pragma unroll
+    for (int j = 0; j < kNow; ++j)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int q = lane + 32 * i, tok = nt * 8 + q / 16;
+          xv[j][nt][i] = tok < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t(tok) * p.k +
+                                                                          (rank * PT + j) * kCols + warp * 128) +
+                                           q % 16)
+                                   : make_uint4(0, 0, 0, 0);
+        }
+  };
+  if constexpr (kXFirst)
+    if (warp < W) load_x();  // (tokens_x_first)
   if (tid == 0) {
     for (int s = 0; s < kS; ++s) {
       mbar_init(&full[s], 1);
@@ -430,7 +455,6 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     // shared memory by cp.async (rows past m zero-filled), waited for before the first tile's second stage, so that
     // they land while the first stage computes (staged with the first before the loop: 0.5-0.7 us slower, NOTES.md
     // r14).
-    constexpr int kNow = kDefer ? 1 : PT;  // groups staged before the loop
     unsigned char* xdef = smem + L.xdef + warp * NT * 2048;
     if constexpr (kDefer) {
 #pragma unroll
@@ -489,19 +513,8 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
       }
     };
     {
-      uint4 v[kNow][NT][4];  // every piece's loads first: lane l takes 16-byte chunks l + 32i, row (l + 32i) / 16
-#pragma unroll
-      for (int j = 0; j < kNow; ++j)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int q = lane + 32 * i, tok = nt * 8 + q / 16;
-            v[j][nt][i] = tok < p.m ? __ldg(reinterpret_cast<const uint4*>(p.x + int64_t(tok) * p.k +
-                                                                           (rank * PT + j) * kCols + warp * 128) +
-                                            q % 16)
-                                    : make_uint4(0, 0, 0, 0);
-          }
+      if constexpr (!kXFirst) load_x();  // every piece's loads first
+      const auto& v = xv;
       unsigned char* stage = reinterpret_cast<unsigned char*>(red) + warp * 2048;  // 8 rows of 256 bytes
 #pragma unroll
       for (int j = 0; j < kNow; ++j)
