@@ -349,8 +349,8 @@ constexpr bool tokens_zero_mma(int nt, int pt, int w) { return !tokens_wide(nt, 
 // deferred group's copies (ptxas issues those ahead of the loads where both follow the barrier, NOTES.md r24). The wide
 // kernel only: H200, bench_gemm, three rounds, us, before -> after: 14336 x 4096 at 16 tokens 16.0-16.4 -> 15.4-15.6
 // (two sessions); the same order in every other tokens kernel was mixed (the narrow kernel 17.3-17.5 -> 17.7-17.9,
-// 4096 x 4096 at 8 tokens 8.54-8.58 -> 8.13-8.18, 14336 x 4096 at 4 tokens 12.8-12.9 -> 13.0, the rest within
-// +-0.2; NOTES.md r25).
+// 4096 x 4096 at 8 tokens 8.54-8.58 -> 8.13-8.18, 14336 x 4096 at 4 tokens 12.8-12.9 -> 13.0, 4096 x 14336 at 4
+// tokens 16.0-16.1 -> 16.1-16.4, the rest within +-0.2; NOTES.md r25).
 constexpr bool tokens_x_first(int nt, int pt, int w) { return tokens_wide(nt, pt, w); }
 constexpr int kWideLaunchRegs = 96, kWideProducerRegs = 24, kWideConsumerRegs = 112;
 static_assert(kConsumers * kWideConsumerRegs + 128 * kWideProducerRegs <= (kConsumers + 128) * kWideLaunchRegs,
