@@ -514,7 +514,6 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
     };
     {
       if constexpr (!kXFirst) load_x();  // every piece's loads first
-      const auto& v = xv;
       unsigned char* stage = reinterpret_cast<unsigned char*>(red) + warp * 2048;  // 8 rows of 256 bytes
 #pragma unroll
       for (int j = 0; j < kNow; ++j)
@@ -523,7 +522,7 @@ __global__ void __launch_bounds__(tokens_threads(NT, PT, W), 1)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int q = lane + 32 * i, r = q / 16;
-            *reinterpret_cast<uint4*>(stage + r * 256 + ((q % 16) ^ r) * 16) = v[j][nt][i];
+            *reinterpret_cast<uint4*>(stage + r * 256 + ((q % 16) ^ r) * 16) = xv[j][nt][i];
           }
           __syncwarp();
           frags(stage, j, nt);
