@@ -12,6 +12,8 @@
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
 
+#include "cli_path.h"
+
 namespace fs = std::filesystem;
 namespace {
 
@@ -21,16 +23,7 @@ struct Result {
   std::string all;  // stdout + stderr
 };
 
-// The CLI under test: $INFERLAB_CLI, else `inferlab` beside this test binary or one folder up (a
-// carried bundle, a build tree), else the path CMake compiled in.
-std::string cli_path() {
-  if (const char* env = std::getenv("INFERLAB_CLI"); env && *env) return env;
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  for (const fs::path& p : {self / "inferlab", self.parent_path() / "inferlab"})
-    if (fs::is_regular_file(p, ec)) return p.string();
-  return INFERLAB_CLI;
-}
+using inferlab::cli_path;
 
 Result cli(const std::string& args, const std::string& env = "") {
   const fs::path err = fs::temp_directory_path() / ("inferlab_cli_err_" + std::to_string(std::random_device{}()));

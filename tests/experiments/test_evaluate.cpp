@@ -15,6 +15,7 @@
 #include "inferlab/sim/io.h"
 #include "inferlab/sim/paths.h"
 
+#include "cli_path.h"
 #include "error_of.h"
 
 namespace inferlab {
@@ -163,7 +164,7 @@ TEST(Eval, CliReportsTheReferenceAndRefusesBadInputWithNonZeroExit) {
   const fs::path d = temp_dir("cli");
   const std::string model = tiny_model(d / "m", 4).string();
   const std::string text = text_file(d / "t.txt", 24).string();
-  const std::string cli = shell_quote(INFERLAB_CLI);
+  const std::string cli = shell_quote(cli_path());
   std::string out;
   ASSERT_EQ(run_command(cli + " eval --model " + shell_quote(model) + " --data " + shell_quote(text) +
                             " --reference --json 2>&1", &out), 0) << out;
