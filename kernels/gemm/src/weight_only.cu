@@ -625,7 +625,14 @@ LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_cap
 }
 
 namespace {
-std::size_t partial_bytes(const LinearParams& p) { return (std::size_t(p.m * p.n) * 4 + 255) / 256 * 256; }
+// [m, n] fp32 (the mma kernel's split-k), or the Hopper kernels' [row tiles of 128][128 rows][N] in their
+// accumulators' order (weight_only_sm90_unit.cuh wo_partial_index: N the tokens padded to 16, 32 or 64), whichever is larger.
+std::size_t partial_bytes(const LinearParams& p) {
+  std::size_t floats = std::size_t(p.m * p.n);
+  if (p.m <= 64)
+    floats = std::max(floats, std::size_t((p.n + 127) / 128 * 128) * std::size_t(weight_only_wgmma_tokens(p.m)));
+  return (floats * 4 + 255) / 256 * 256;
+}
 }  // namespace
 
 std::size_t weight_only_workspace_bytes(const LinearParams& p) {

@@ -182,6 +182,12 @@ __device__ __forceinline__ void scale_in(float (&acc)[N / 2], const float (&grp_
   }
 }
 
+// A shared tile's partial sums in the workspace, in the accumulators' order: [tile][warp][n8 tile i][lane][4], so a
+// warp's reduction of one n8 tile is 512 contiguous bytes (weight_only_workspace_bytes sizes it: row tiles x 128 x N).
+__device__ __forceinline__ int64_t wo_partial_index(int tile, int warp, int lane, int n_tokens) {
+  return (int64_t(tile) * 8 + warp) * (n_tokens / 8) * 128 + lane * 4;
+}
+
 // A tile's stretch ends: store it (whole: this block summed every group of the tile), or add it into
 // the workspace, the last block of the tile converting it and leaving workspace and counter zeroed. acc
 // is zero afterwards. int8's channel scales multiply here (int4's group scales came in with each unit,
@@ -214,9 +220,16 @@ __device__ __forceinline__ void write_out(const WoSm90Params& p, float (&acc)[N 
   if (whole) {
     each([&](int64_t o, float v) { p.y[o] = __float2bfloat16_rn(v); });
   } else {
-    // The sums go to L2 as reductions (RED: nothing waits for them); the barrier orders every thread's
-    // before the leader's fence, which is cumulative: one fence a block, not one a thread.
-    each([&](int64_t o, float v) { atomicAdd(p.partial + o, v); });
+    // The sums go to L2 as vector reductions (red.add.v4.f32: nothing waits for them) in the accumulators' own order
+    // (weight_only_partial_index: a warp's 32 lanes' four sums of one n8 tile side by side, 512 bytes), a quarter of
+    // the operations of one fp32 atomic per sum; the barrier orders every thread's before the leader's fence, which
+    // is cumulative: one fence a block, not one a thread.
+    float* part = p.partial + wo_partial_index(tile, warp, lane, N);
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i)
+      asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(part + i * 128), "f"(acc[4 * i + 0]),
+                   "f"(acc[4 * i + 1]), "f"(acc[4 * i + 2]), "f"(acc[4 * i + 3])
+                   : "memory");
     sync();
     if (leader) {
       // Unit u lies in block floor(((u + 1)·blocks − 1) / units): the blocks that share the tile.
@@ -228,13 +241,15 @@ __device__ __forceinline__ void write_out(const WoSm90Params& p, float (&acc)[N 
     }
     sync();
     if (last_flag) {
-      // Every sum is loaded before any is stored: a store to `partial` between two loads keeps ptxas
-      // from hoisting the next load over it (one L2 round trip per accumulator).
-      each([&](int64_t o, float& v) { v = __ldcg(p.partial + o); });
-      each([&](int64_t o, float v) {
-        p.y[o] = __float2bfloat16_rn(v);
-        p.partial[o] = 0.f;
-      });
+      // Every sum is loaded before any is stored (one L2 round trip), then converted; the workspace is left zero.
+#pragma unroll
+      for (int i = 0; i < N / 8; ++i) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(part + i * 128));
+        acc[4 * i + 0] = v.x, acc[4 * i + 1] = v.y, acc[4 * i + 2] = v.z, acc[4 * i + 3] = v.w;
+      }
+      each([&](int64_t o, float v) { p.y[o] = __float2bfloat16_rn(v); });
+#pragma unroll
+      for (int i = 0; i < N / 8; ++i) __stcg(reinterpret_cast<float4*>(part + i * 128), make_float4(0.f, 0.f, 0.f, 0.f));
       if (leader) p.counters[tile] = 0;
     }
   }
