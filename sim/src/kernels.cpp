@@ -857,6 +857,12 @@ void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const Loop
 // blocks share is summed by their fp32 atomics (one per cell and block); the leader fences (__threadfence: the
 // block's reductions performed), counts (atomicAdd on the tile's counter) and fences again, three dependent round
 // trips, and the last block reads the sums back, every load before any store: one L2 round trip after the wave.
+// Since defa2f6 the kernels send those sums as vector reductions (red.add.v4.f32, every thread's four sums of an n8
+// tile, padded tokens and rows included: a quarter of the operations). Still charged here as one atomic per real
+// cell, as the committed points were measured: charged one operation a vector, the model predicts the H200's m = 64
+// int4 MLP shapes 41.3 / 37.4 -> 32.1 / 31.2 us where bench_gemm measured 36.7 / 36.1 -> 32.2 / 32.1, but it would
+// then put the H100's points of the kernel before at 21-26% (kernels/gemm/NOTES.md r27): the model changes with the
+// compression run that measures the kernel.
 // Returns the write-out's round trips (0: no tile of the launch is shared).
 double stream_k_write_out(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, KernelLaunch& kl) {
   double split_cells = 0;
