@@ -40,6 +40,36 @@ int device_sms() {
 
 // Runs one (format, m, n, k) case twice (the second run checks the workspace was left clean) and
 // compares with the reference.
+// An output against the CPU reference in double: every element written and finite, the relative RMS error within
+// twice the RMS of rounding the reference itself to the output's dtype (the one rounding a correct kernel adds).
+class ReferenceCheck {
+ public:
+  ReferenceCheck(const LinearOperands& op, const PackedWeight& pw, int64_t m, WeightFormat f)
+      : ref_(linear_reference(op.x_seen(), m, pw)) {
+    double round_err = 0;
+    for (double v : ref_) {
+      ref_norm_ += v * v;
+      const double r = double(f == WeightFormat::fp16 ? round_fp16(float(v)) : round_bf16(float(v)));
+      round_err += (r - v) * (r - v);
+    }
+    tol_ = 2 * std::sqrt(round_err / ref_norm_) + 1e-5;
+  }
+  void expect_close(const std::vector<float>& y, int run) const {
+    double err = 0;
+    std::size_t unwritten = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      if (!std::isfinite(y[i])) ++unwritten;
+      else err += (y[i] - ref_[i]) * (y[i] - ref_[i]);
+    }
+    ASSERT_EQ(unwritten, 0u) << "outputs not written (or not finite), run " << run;
+    EXPECT_LE(std::sqrt(err / ref_norm_), tol_) << "run " << run;
+  }
+
+ private:
+  std::vector<double> ref_;
+  double ref_norm_ = 0, tol_ = 0;
+};
+
 void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, int64_t split_k = 0,
               WeightOnlyKernel kernel = WeightOnlyKernel::automatic, SplitReduce reduce = SplitReduce::automatic) {
   SCOPED_TRACE(weight_format_name(f) + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
@@ -48,27 +78,14 @@ void run_case(WeightFormat f, int64_t m, int64_t n, int64_t k, uint64_t seed, in
   const PackedWeight pw = pack_weight(random_weight(n, k, seed, 4, 8.f), n, k, f);
   LinearOperands op(pw, random_activations(m, k, seed + 1), m, device_sms(), split_k, kernel, reduce);
   std::vector<float> first;
-  const std::vector<double> ref = linear_reference(op.x_seen(), m, pw);
-  double ref_norm = 0, round_err = 0;
-  for (double v : ref) {
-    ref_norm += v * v;
-    const double r = double(f == WeightFormat::fp16 ? round_fp16(float(v)) : round_bf16(float(v)));
-    round_err += (r - v) * (r - v);
-  }
-  const double tol = 2 * std::sqrt(round_err / ref_norm) + 1e-5;
+  const ReferenceCheck check(op, pw, m, f);
   for (int run = 0; run < 2; ++run) {
     op.poison_output();
     linear(op.params(), nullptr);
     INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> y = op.output();
-    double err = 0;
-    std::size_t unwritten = 0;
-    for (std::size_t i = 0; i < y.size(); ++i) {
-      if (!std::isfinite(y[i])) ++unwritten;
-      else err += (y[i] - ref[i]) * (y[i] - ref[i]);
-    }
-    ASSERT_EQ(unwritten, 0u) << "outputs not written (or not finite), run " << run;
-    EXPECT_LE(std::sqrt(err / ref_norm), tol) << "run " << run;
+    check.expect_close(y, run);
+    if (::testing::Test::HasFatalFailure()) return;
     // Summed in a cluster, the splits add in one order (mma_tma: a tile's warps, in shared memory): the second launch
     // repeats the first bit for bit.
     if (run == 0) {
@@ -298,6 +315,57 @@ TEST(LinearGpu, EveryWeightOnlyKernelMatchesTheReference) {
       run_case(WeightFormat::sparse24, 64, 1024, 4096, 23, 0, kernel);
     }
   }
+}
+
+// The Hopper kernels on ONE workspace across changing shapes, as the engine runs its layers (one workspace sized for
+// 64 tokens and the widest n, kernels/engine/src/engine.cpp): a call's shared tiles' sums and counters lie at offsets of
+// its own shape (the sums in the accumulators' order, [row tiles][128][N], kernels/gemm/NOTES.md r27), and every call
+// leaves the bytes it touched zero, so the next one, of another n, m and format, starts on zeros: n not a multiple of
+// 128 after a larger n, tokens padded to 16, 32 and 64, both rungs, int4, int8 and 2:4.
+TEST(LinearGpu, HopperKernelsShareOneWorkspaceAcrossShapes) {
+  REQUIRE_GPU();
+  LinearParams probe;
+  probe.format = WeightFormat::int4, probe.m = 64, probe.n = 128, probe.k = 128, probe.kernel = WeightOnlyKernel::wgmma_tma;
+  const std::string missing = error_of([&] { plan_linear(probe, device_sms()); });
+  if (!missing.empty()) GTEST_SKIP() << "the Hopper weight-only kernels not run here: " << missing;
+  struct Shape {
+    WeightFormat f;
+    int64_t m, n, k;
+    WeightOnlyKernel kernel;
+  };
+  const Shape shapes[] = {
+      {WeightFormat::int4, 64, 4096, 4096, WeightOnlyKernel::wgmma_tma},  // 1024 units over the grid: tiles cut
+      {WeightFormat::int8, 17, 2000, 2048, WeightOnlyKernel::wgmma_tma},  // n cut inside a tile, after a larger n
+      {WeightFormat::int4, 40, 1200, 4096, WeightOnlyKernel::wgmma},
+      {WeightFormat::sparse24, 64, 2096, 1024, WeightOnlyKernel::wgmma_tma},
+      {WeightFormat::int4, 33, 656, 5120, WeightOnlyKernel::wgmma_tma},
+      {WeightFormat::int8, 64, 4096, 4096, WeightOnlyKernel::wgmma},
+      {WeightFormat::int4, 16, 3088, 4096, WeightOnlyKernel::wgmma_tma},
+  };
+  LinearParams widest;  // as the engine sizes it
+  widest.format = WeightFormat::int4, widest.m = 64, widest.n = 4096, widest.k = 5120;
+  DeviceBuffer<uint8_t> ws(linear_workspace_bytes(widest, device_sms()));
+  INFERLAB_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.bytes()));
+  Rng rng{uint64_t(::testing::UnitTest::GetInstance()->random_seed()) + 97};
+  for (int round = 0; round < 2; ++round)
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(weight_format_name(s.f) + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                   " k=" + std::to_string(s.k) + " kernel=" + weight_only_kernel_name(s.kernel));
+      const uint64_t seed = rng.next();
+      const PackedWeight pw = pack_weight(random_weight(s.n, s.k, seed, 4, 8.f), s.n, s.k, s.f);
+      LinearOperands op(pw, random_activations(s.m, s.k, seed + 1), s.m, device_sms(), 0, s.kernel);
+      LinearParams p = op.params();
+      ASSERT_LE(linear_workspace_bytes(p, device_sms()), ws.bytes());
+      p.workspace = ws.get(), p.workspace_bytes = ws.bytes();
+      op.poison_output();
+      linear(p, nullptr);
+      INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
+      ReferenceCheck(op, pw, s.m, s.f).expect_close(op.output(), round);
+      if (HasFatalFailure()) return;
+      std::size_t dirty = 0;
+      for (uint8_t b : ws.download()) dirty += b != 0;
+      ASSERT_EQ(dirty, 0u) << "the shared workspace left dirty";
+    }
 }
 
 // The mma_tma kernel (one token, Hopper): fresh shapes whose stages it takes (n a multiple of 16, k of 2048 for int4
@@ -549,6 +617,9 @@ TEST(LinearGpu, BadInputIsRejectedBeforeAnyLaunch) {
   p.x = buf + 4;
   EXPECT_NE(err().find("aligned"), std::string::npos);
   p.x = buf;
+  p.workspace = buf + 4;  // the Hopper kernels reduce 16 bytes at a time into it
+  EXPECT_NE(err().find("aligned"), std::string::npos);
+  p.workspace = nullptr;
   p.scales = nullptr;
   EXPECT_NE(err().find("scales"), std::string::npos);
   // The wgmma weight-only kernel: int8 and int4 on compute capability 9.0, no split_k.

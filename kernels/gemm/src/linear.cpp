@@ -88,9 +88,9 @@ void validate_linear(const LinearParams& p, int sm_count, int compute_capability
   if ((p.format == WeightFormat::int4 || p.format == WeightFormat::int8 || p.format == WeightFormat::fp8) && !p.scales)
     throw Error(what + "the format's scales must be given");
   if (p.format == WeightFormat::sparse24 && !p.metadata) throw Error(what + "the 2:4 metadata must be given");
-  for (const void* ptr : {p.x, p.w, p.scales, p.metadata, static_cast<const void*>(p.y)})
+  for (const void* ptr : {p.x, p.w, p.scales, p.metadata, static_cast<const void*>(p.y), static_cast<const void*>(p.workspace)})
     if (ptr && reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
-      throw Error(what + "every pointer must be 16-byte aligned (the kernels load 16 bytes at a time)");
+      throw Error(what + "every pointer must be 16-byte aligned (the kernels load and reduce 16 bytes at a time)");
   const std::size_t need = linear_workspace_bytes(p, sm_count);
   if (need > 0 && (!p.workspace || p.workspace_bytes < need))
     throw Error(what + "needs a workspace of " + std::to_string(need) + " bytes, zeroed once");

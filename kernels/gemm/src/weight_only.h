@@ -12,7 +12,8 @@ namespace inferlab {
 
 // compute_capability: the device's (major x 10 + minor); the wgmma kernel runs on 90 only.
 LinearPlan plan_weight_only(const LinearParams& p, int sm_count, int compute_capability);
-// Either kernel's: fp32 partial sums [m, n] and a counter per 128-row tile (zero between launches).
+// Every weight-only kernel's: fp32 partial sums (the mma kernel's [m, n]; the Hopper kernels' [row tiles][128][N] in
+// their accumulators' order) and a counter per 16-row tile, zero between launches.
 std::size_t weight_only_workspace_bytes(const LinearParams& p);
 // The counters' place in that workspace (after the partial sums).
 int* weight_only_counters(const LinearParams& p);

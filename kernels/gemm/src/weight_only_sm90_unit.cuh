@@ -32,7 +32,7 @@ struct WoSm90Params {
   const void* scales;      // int8: float [n]; int4: uint32 [k/128][n]
   const uint32_t* meta;    // sparse24: uint32 [n/16][k/32][16] (quant.h)
   __nv_bfloat16* y;        // [m, n]
-  float* partial;          // [m, n] fp32, zero between launches (tiles two blocks share)
+  float* partial;          // the shared tiles' fp32 sums in the accumulators' order (wo_partial_index), zero between launches
   int* counters;           // [n/128 rounded up], zero between launches
   int m, n, k;
   int units;               // row tiles x k/128
@@ -221,7 +221,7 @@ __device__ __forceinline__ void write_out(const WoSm90Params& p, float (&acc)[N 
     each([&](int64_t o, float v) { p.y[o] = __float2bfloat16_rn(v); });
   } else {
     // The sums go to L2 as vector reductions (red.add.v4.f32: nothing waits for them) in the accumulators' own order
-    // (weight_only_partial_index: a warp's 32 lanes' four sums of one n8 tile side by side, 512 bytes), a quarter of
+    // (wo_partial_index: a warp's 32 lanes' four sums of one n8 tile side by side, 512 bytes), a quarter of
     // the operations of one fp32 atomic per sum; the barrier orders every thread's before the leader's fence, which
     // is cumulative: one fence a block, not one a thread.
     float* part = p.partial + wo_partial_index(tile, warp, lane, N);
