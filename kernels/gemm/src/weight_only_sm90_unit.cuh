@@ -184,8 +184,10 @@ __device__ __forceinline__ void scale_in(float (&acc)[N / 2], const float (&grp_
 
 // A shared tile's partial sums in the workspace, in the accumulators' order: [tile][warp][n8 tile i][lane][4], so a
 // warp's reduction of one n8 tile is 512 contiguous bytes (weight_only_workspace_bytes sizes it: row tiles x 128 x N).
+// n8 tile i of this thread's four sums lies kWoPartialN8 · i floats on.
+constexpr int kWoPartialN8 = 32 * 4;
 __device__ __forceinline__ int64_t wo_partial_index(int tile, int warp, int lane, int n_tokens) {
-  return (int64_t(tile) * 8 + warp) * (n_tokens / 8) * 128 + lane * 4;
+  return (int64_t(tile) * (kWoBlockRows / 16) + warp) * (n_tokens / 8) * kWoPartialN8 + lane * 4;
 }
 
 // A tile's stretch ends: store it (whole: this block summed every group of the tile), or add it into
@@ -227,7 +229,7 @@ __device__ __forceinline__ void write_out(const WoSm90Params& p, float (&acc)[N 
     float* part = p.partial + wo_partial_index(tile, warp, lane, N);
 #pragma unroll
     for (int i = 0; i < N / 8; ++i)
-      asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(part + i * 128), "f"(acc[4 * i + 0]),
+      asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(part + i * kWoPartialN8), "f"(acc[4 * i + 0]),
                    "f"(acc[4 * i + 1]), "f"(acc[4 * i + 2]), "f"(acc[4 * i + 3])
                    : "memory");
     sync();
@@ -244,12 +246,12 @@ __device__ __forceinline__ void write_out(const WoSm90Params& p, float (&acc)[N 
       // Every sum is loaded before any is stored (one L2 round trip), then converted; the workspace is left zero.
 #pragma unroll
       for (int i = 0; i < N / 8; ++i) {
-        const float4 v = __ldcg(reinterpret_cast<const float4*>(part + i * 128));
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(part + i * kWoPartialN8));
         acc[4 * i + 0] = v.x, acc[4 * i + 1] = v.y, acc[4 * i + 2] = v.z, acc[4 * i + 3] = v.w;
       }
       each([&](int64_t o, float v) { p.y[o] = __float2bfloat16_rn(v); });
 #pragma unroll
-      for (int i = 0; i < N / 8; ++i) __stcg(reinterpret_cast<float4*>(part + i * 128), make_float4(0.f, 0.f, 0.f, 0.f));
+      for (int i = 0; i < N / 8; ++i) __stcg(reinterpret_cast<float4*>(part + i * kWoPartialN8), make_float4(0.f, 0.f, 0.f, 0.f));
       if (leader) p.counters[tile] = 0;
     }
   }
