@@ -94,6 +94,8 @@ std::vector<FidelityPoint> repredict_results(const fs::path& dir, bool write) {
       fp.predicted_s = std::stod(cell_of(r, "predicted_s"));
       fp.measured_s = std::stod(m->second);
       fp.dominant = cell_of(r, "dominant");
+      if (const auto c = row.find("measured_commit"); c != row.end())
+        fp.measured_commit = c->second.substr(0, c->second.find(' '));
       if (!(fp.measured_s > 0)) throw Error(csv.string() + ": point " + fp.point + " has a non-positive measured_s");
       out.push_back(fp);
       if (write) {

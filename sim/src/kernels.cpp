@@ -854,25 +854,24 @@ void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const Loop
 }
 
 // The Hopper weight-only kernels' write-out (weight_only_sm90_unit.cuh write_out): a tile whose units several
-// blocks share is summed by their fp32 atomics (one per cell and block); the leader fences (__threadfence: the
-// block's reductions performed), counts (atomicAdd on the tile's counter) and fences again, three dependent round
-// trips, and the last block reads the sums back, every load before any store: one L2 round trip after the wave.
-// Since defa2f6 the kernels send those sums as vector reductions (red.add.v4.f32, every thread's four sums of an n8
-// tile, padded tokens and rows included: a quarter of the operations). Still charged here as one atomic per real
-// cell, as the committed points were measured: charged one operation a vector, the model predicts the H200's m = 64
-// int4 MLP shapes 41.3 / 37.4 -> 32.1 / 31.2 us where bench_gemm measured 36.7 / 36.1 -> 32.2 / 32.1, but it would
-// then put the H100's points of the kernel before at 21-26% (kernels/gemm/NOTES.md r27): the model changes with the
-// compression run that measures the kernel.
+// blocks share is summed in the workspace by vector reductions (red.global.add.v4.f32, since defa2f6): every thread
+// sends its four sums of an n8 tile, padded tokens and rows included, so a block's piece of a tile is 128 x N / 4
+// L2 operations whatever m and n are. The leader fences (__threadfence: the block's reductions performed), counts
+// (atomicAdd on the tile's counter) and fences again, three dependent round trips, and the last block reads the sums
+// back, every load before any store: one L2 round trip after the wave.
+// Until defa2f6 the kernels sent one scalar atomic per cell (real rows and tokens only), charged so: at m = 64 on
+// the H200's int4 MLP shapes the scalar charge predicted 41.3 / 37.4 us where bench_gemm measured 36.7 / 36.1, the
+// vector charge predicts 32.1 / 31.2 where the vector kernel measured 32.2 / 32.1 (kernels/gemm/NOTES.md r27).
 // Returns the write-out's round trips (0: no tile of the launch is shared).
-double stream_k_write_out(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, KernelLaunch& kl) {
-  double split_cells = 0;
+double stream_k_write_out(const WeightOnlyPlan& plan, int64_t k, KernelLaunch& kl) {
+  double split_ops = 0;
   for (int64_t t = 0; t < plan.row_tiles; ++t) {
     const int64_t segs = weight_only_wgmma_segments(plan, t, k);
-    if (segs > 1) split_cells += double(segs) * double(m) * double(std::min<int64_t>(128, n - t * 128));
+    if (segs > 1) split_ops += double(segs) * 128.0 * double(plan.tokens) / 4.0;
   }
-  kl.atomics = split_cells;
-  kl.tail_l2_round_trips = split_cells > 0 ? 1 : 0;
-  return split_cells > 0 ? 3 : 0;
+  kl.atomics = split_ops;
+  kl.tail_l2_round_trips = split_ops > 0 ? 1 : 0;
+  return split_ops > 0 ? 3 : 0;
 }
 
 // weight_only_sm90.cu: 8 warps (2 warpgroups of 64 rows) a block, a persistent grid over units of a
@@ -888,7 +887,7 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
   // round trip fills the ring; a tile shared with another block adds the atomics' drain, the counter
   // and the read-back.
   kl.cta_cycles = latency_bound_cycles(ch, lp.total(), units_per_cta(plan), 8.0 * plan.blocks_per_sm, hw.pipes);
-  kl.cta_round_trips = 1 + stream_k_write_out(plan, m, n, k, kl);
+  kl.cta_round_trips = 1 + stream_k_write_out(plan, k, kl);
   return kl;
 }
 
@@ -932,7 +931,7 @@ KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n,
   const double last_unit = latency_bound_cycles(ch, lp.total(), 1, resident_warps, p);
   const double copies = units * (w_unit / p.bulk_copy_dram_bandwidth + x_unit / p.bulk_copy_l2_bandwidth) * p.sm_clock_hz;
   kl.cta_cycles = std::max(consumers, copies + last_unit);
-  const double fill = 2, write_out = stream_k_write_out(plan, m, n, k, kl) + (f == WeightFormat::int8 ? 1 : 0);
+  const double fill = 2, write_out = stream_k_write_out(plan, k, kl) + (f == WeightFormat::int8 ? 1 : 0);
   kl.cta_round_trips = fill + write_out;
   kl.startup_round_trips = 0;
   kl.wave_round_trips = fill + write_out;

@@ -7,8 +7,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string>
 
 #include "inferlab/experiments/fidelity.h"
+#include "inferlab/sim/kernels.h"
+#include "inferlab/sim/linear.h"
 #include "inferlab/sim/paths.h"
 
 namespace inferlab {
@@ -18,9 +22,62 @@ std::vector<FidelityPoint> h100_points() {
   return repredict_results(data_dir() / "results" / "nvidia-h100-80gb-hbm3");
 }
 
+// Points whose kernel main no longer runs. Since defa2f6 the Hopper weight-only kernels (wgmma, wgmma_tma) sum a
+// tile that several blocks share by vector reductions (red.global.add.v4.f32), a quarter of the L2 operations of the
+// scalar atomics before, and the model charges them so (sim/src/kernels.cpp stream_k_write_out). The H100's committed
+// compression run was measured from e13a4d3, before that change, and no H100 has been lent since: its points on
+// shared tiles measure a kernel that is gone (re-predicted within 0.2-26.5%, most of them fast, by main's model,
+// which fits main's kernel on the H200 at m = 64: kernels/gemm/NOTES.md r28). They are re-predicted and printed, not held to the bounds, until an H100
+// measures main's kernel: a run from any other commit holds them again. Which points: the plan's kernel on the
+// H100's 132 SMs is a Hopper weight-only one and at least one of its tiles is split between blocks.
+constexpr const char* kBeforeVectorReductions[] = {"e13a4d39f2eaa0de5a97be27138cb52ae6e6828b"};
+
+std::map<std::string, std::string> point_params(const std::string& point) {
+  std::map<std::string, std::string> kv;
+  for (size_t start = 0; start < point.size();) {
+    size_t end = point.find(';', start);
+    if (end == std::string::npos) end = point.size();
+    const std::string item = point.substr(start, end - start);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) kv[item.substr(0, eq)] = item.substr(eq + 1);
+    start = end + 1;
+  }
+  return kv;
+}
+
+bool measured_a_replaced_write_out(const FidelityPoint& p) {
+  bool before = false;
+  for (const char* c : kBeforeVectorReductions) before |= p.measured_commit == c;
+  if (!before || p.file != "compression") return false;
+  const auto kv = point_params(p.point);
+  const WeightFormat f = parse_weight_format(kv.at("format"));
+  if (f != WeightFormat::int4 && f != WeightFormat::int8 && f != WeightFormat::sparse24) return false;
+  const int64_t m = std::stoll(kv.at("m")), n = std::stoll(kv.at("n")), k = std::stoll(kv.at("k"));
+  const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, 132);
+  if (plan.kernel != WeightOnlyKernel::wgmma && plan.kernel != WeightOnlyKernel::wgmma_tma) return false;
+  for (int64_t t = 0; t < plan.row_tiles; ++t)
+    if (weight_only_wgmma_segments(plan, t, k) > 1) return true;
+  return false;
+}
+
+// The points held to the bounds; the others printed with their error.
+std::vector<FidelityPoint> held_points(const std::vector<FidelityPoint>& pts) {
+  std::vector<FidelityPoint> held;
+  for (const auto& p : pts) {
+    if (!measured_a_replaced_write_out(p)) {
+      held.push_back(p);
+      continue;
+    }
+    std::printf("not held (measured before defa2f6's vector reductions): %5.1f%%  %-16s %s  p=%.1f us m=%.1f us\n",
+                100 * p.error(), p.family.c_str(), p.point.c_str(), p.predicted_s * 1e6, p.measured_s * 1e6);
+  }
+  return held;
+}
+
 TEST(Fidelity, EveryCommittedH100PointIsRepredicted) {
   const auto pts = h100_points();
-  std::printf("%s", fidelity_table(pts).c_str());
+  std::printf("every point:\n%s", fidelity_table(pts).c_str());
+  std::printf("the points held to the bounds:\n%s", fidelity_table(held_points(pts)).c_str());
   // attention_prefill 72 + attention_prefill_d64, _d96 and _d256 36 each + decode_attention 192 + compression 142
   // measured rows
   EXPECT_EQ(pts.size(), 514u);
@@ -133,8 +190,26 @@ constexpr FamilyBound kBounds[] = {
      "the model charges)"},
 };
 
-TEST(Fidelity, MedianAndWorstSymmetricErrorOnTheH100) {
+// The points set aside above are exactly the H100 weight-only points that ran the wgmma_tma kernel on split tiles:
+// int4 from 9 tokens, int8 and 2:4 from 17 (a tile one block holds whole, none), on the four Llama-3-8B shapes.
+TEST(Fidelity, OnlyTheReplacedWriteOutsPointsAreSetAside) {
   const auto pts = h100_points();
+  const auto held = held_points(pts);
+  size_t set_aside = 0;
+  for (const auto& p : pts)
+    if (measured_a_replaced_write_out(p)) {
+      ++set_aside;
+      EXPECT_EQ(p.file, "compression") << p.point;
+      EXPECT_TRUE(p.family == "linear int4" || p.family == "linear int8" || p.family == "linear sparse24") << p.point;
+      const auto kv = point_params(p.point);
+      EXPECT_GE(std::stoll(kv.at("m")), p.family == "linear int4" ? 9 : 17) << p.point;
+    }
+  EXPECT_EQ(held.size() + set_aside, pts.size());
+  std::printf("%zu of %zu points set aside\n", set_aside, pts.size());
+}
+
+TEST(Fidelity, MedianAndWorstSymmetricErrorOnTheH100) {
+  const auto pts = held_points(h100_points());
   const FidelitySummary all = summarize(pts);
   EXPECT_LE(all.median, 0.10) << "median symmetric error over every committed H100 point";
   EXPECT_LE(all.worst, 0.25) << "worst symmetric error over every committed H100 point";

@@ -866,6 +866,43 @@ TEST(WeightOnlyModel, EachWaveOfTheSplitKGridFillsAndWritesOutBesideTheStream) {
   }
 }
 
+// The Hopper kernels' shared tiles are summed by vector reductions (red.global.add.v4.f32): every block that holds a
+// piece of a tile sends 128 x N / 4 operations, padded rows and tokens included, whatever m and n are; a tile one block
+// holds whole sends none. Counted here from the plan's segments, independently of the model's loop.
+TEST(WeightOnlyModel, SharedTilesAreSummedByVectorReductions) {
+  const Hardware hw = load_hardware("h200-sxm", CeilingsMode::measured);
+  struct Case {
+    WeightFormat f;
+    int64_t m, n, k;
+  };
+  int shared_cases = 0;
+  for (const Case& c : {Case{WeightFormat::int4, 64, 14336, 4096}, Case{WeightFormat::int4, 64, 4096, 14336},
+                        Case{WeightFormat::int8, 33, 4096, 4096}, Case{WeightFormat::sparse24, 17, 1000, 4096},
+                        Case{WeightFormat::int4, 64, 1024, 4096}}) {
+    for (WeightOnlyKernel kern : {WeightOnlyKernel::wgmma, WeightOnlyKernel::wgmma_tma}) {
+      if (kern == WeightOnlyKernel::wgmma && c.f == WeightFormat::sparse24) continue;
+      const WeightOnlyPlan plan = plan_weight_only(c.f, c.m, c.n, c.k, hw.sm_count, kern);
+      ASSERT_EQ(plan.kernel, kern);
+      double pieces = 0;  // pieces of shared tiles over the launch
+      for (int64_t t = 0; t < plan.row_tiles; ++t) {
+        const int64_t segs = weight_only_wgmma_segments(plan, t, c.k);
+        ASSERT_GE(segs, 1);
+        if (segs > 1) pieces += double(segs);
+      }
+      KernelLaunch kl;
+      weight_only_prediction(hw, c.m, c.n, c.k, c.f, &kl, kern);
+      const std::string what = weight_format_name(c.f) + " " + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                               " m " + std::to_string(c.m) + " " + weight_only_kernel_name(kern);
+      EXPECT_DOUBLE_EQ(kl.atomics, pieces * 128 * plan.tokens / 4) << what;
+      // Vectors of four: never more operations than one a real cell of every piece.
+      EXPECT_LE(kl.atomics, pieces * 128 * plan.tokens) << what;
+      EXPECT_DOUBLE_EQ(kl.tail_l2_round_trips, pieces > 0 ? 1 : 0) << what;
+      if (pieces > 0) ++shared_cases;
+    }
+  }
+  EXPECT_GT(shared_cases, 4);  // the cases exercise shared tiles, not only whole ones
+}
+
 // One token on shared tiles (no split-k): the fill, and the scales' round trip for int4 only: int8 there requests its
 // channel scales with its first chunks, and its loop (fp16) is its own, shorter than the plain kernel's bf16 loop.
 TEST(WeightOnlyModel, Int8OnSharedTilesWaitsNoScalesRoundTrip) {

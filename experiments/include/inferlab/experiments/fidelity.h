@@ -16,6 +16,7 @@ struct FidelityPoint {
   std::string point;     // the row's parameters
   double predicted_s = 0, measured_s = 0;
   std::string dominant;  // the refined model's largest term
+  std::string measured_commit;  // the commit whose build measured the point (the row's measured_commit, its hash only)
   double error() const;  // max(p/m, m/p) - 1
 };
 
