@@ -65,6 +65,7 @@ constexpr PipeField kPipeFields[] = {
     {"dram_latency_us", 1e-6, &PipeCeilings::dram_latency_s},
     {"l2_latency_cycles", 1, &PipeCeilings::l2_latency_cycles},
     {"l2_atomics_per_clk", 1, &PipeCeilings::l2_atomics_per_clk},
+    {"l2_red_vector_per_clk", 1, &PipeCeilings::l2_red_vector_per_clk},
     {"sm_bandwidth_gb_s", kGiga, &PipeCeilings::sm_bandwidth},
     {"read_bandwidth_gb_s", kGiga, &PipeCeilings::read_bandwidth},
     {"l2_bandwidth_gb_s", kGiga, &PipeCeilings::l2_bandwidth},
@@ -125,6 +126,9 @@ void derive_pipes(Hardware& h) {
        "estimate: one 32-bit atomic per L2 slice per clock over 80 slices (A100 whitepaper: 5120 bytes/clk of L2 "
        "bandwidth = 80 slices x 64 bytes). The H100's measured file replaces it: 224 per clock in the split-k "
        "kernels' own pattern (`inferlab ceilings`, l2_red_fragment_per_clk), so this figure is low by ~2.8x there");
+  fill(&PipeCeilings::l2_red_vector_per_clk, "l2_red_vector_per_clk", p.l2_atomics_per_clk,
+       "estimate: a vector reduction (four fp32 sums) takes the L2 one scalar atomic's slot (l2_atomics_per_clk); "
+       "`inferlab ceilings` measures it on Hopper (red_vector_kernel)");
   fill(&PipeCeilings::sm_bandwidth, "sm_bandwidth_gb_s", 64 * p.sm_clock_hz, "estimate: 64 bytes per SM per clock from L2");
   fill(&PipeCeilings::read_bandwidth, "read_bandwidth_gb_s", h.memory_bandwidth, "the memory bandwidth");
   fill(&PipeCeilings::l2_bandwidth, "l2_bandwidth_gb_s", 2 * h.memory_bandwidth,
