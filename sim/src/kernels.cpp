@@ -860,8 +860,9 @@ void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const Loop
 // (atomicAdd on the tile's counter) and fences again, three dependent round trips, and the last block reads the sums
 // back, every load before any store: one L2 round trip after the wave.
 // Until defa2f6 the kernels sent one scalar atomic per cell (real rows and tokens only), charged so: at m = 64 on
-// the H200's int4 MLP shapes the scalar charge predicted 41.3 / 37.4 us where bench_gemm measured 36.7 / 36.1, the
-// vector charge predicts 32.1 / 31.2 where the vector kernel measured 32.2 / 32.1 (kernels/gemm/NOTES.md r27).
+// the H200's int4 MLP shapes the scalar charge (at the 80-a-clock estimate the H200's file then fell back to)
+// predicted 41.3 / 37.4 us where bench_gemm measured 36.7 / 36.1; the vector charge at the measured 95.2 a clock
+// predicts 31.7 / 30.9 where the compression run of 3c155ed measured 32.1 / 32.0 (kernels/gemm/NOTES.md r27, r28).
 // Returns the write-out's round trips (0: no tile of the launch is shared).
 double stream_k_write_out(const WeightOnlyPlan& plan, int64_t k, KernelLaunch& kl) {
   double split_ops = 0;
