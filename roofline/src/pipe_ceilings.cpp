@@ -37,12 +37,19 @@ nlohmann::json pipes_json(const PipeMeasurements& m) {
       "pointer chase (random 4 KiB-strided hops over 1 GiB) on one SM while the others stream HBM");
   put("l2_latency_cycles", m.l2_latency_cycles,
       "pointer chase over random 128-byte lines of 4 MiB (L2-resident, ld.global.cg): clock64 ticks per hop");
-  // Beside, not in place of, the model's l2_atomics_per_clk (sim/hardware.h): what the split-k term should charge
-  // is the open question these rates inform (README, "Remaining misses").
+  // The model's l2_atomics_per_clk (sim/hardware.h) is the rate in the split-k kernels' own pattern (since 4636b12),
+  // written under both names; the H200's file of 2026-11-24 held only the second, so the model charged the 80-a-clock
+  // estimate there until 2026-11-29.
+  put("l2_atomics_per_clk", m.l2_atomics_per_clk,
+      "the split-k kernels' own reduction pattern (l2_red_fragment_per_clk, this run)");
   put("l2_red_fragment_per_clk", m.l2_atomics_per_clk,
       "fp32 atomicAdd without return (RED) in the split-k kernels' pattern: a warp's 32 lanes into 4 token rows "
       "x 8 consecutive words (4 lines, a sector each), 64 tokens x 16384 rows in L2, 128-row tiles of 8 warps, "
       "one block a tile: reductions per SM clock, whole GPU (several blocks into the same words: l2_atomics_split_sweep)");
+  put("l2_red_vector_per_clk", m.l2_red_vector_per_clk,
+      "red.global.add.v4.f32 in the Hopper weight-only kernels' layout: 8 warps a 128-row tile, each warp's 8 n8 tiles "
+      "of 64 tokens as 512 contiguous bytes (4 words a lane), 4 MiB in L2, one block a tile: vector operations per SM "
+      "clock, whole GPU");
   put("l2_red_coalesced_per_clk", m.l2_red_coalesced_per_clk,
       "fp32 atomicAdd without return (RED) by 1024 threads on every SM into their own consecutive words of "
       "16 MiB in L2: reductions per SM clock, whole GPU");

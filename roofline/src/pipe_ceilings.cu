@@ -12,6 +12,8 @@
 //                     (RED.E.ADD.F32, no return, as the split-k kernels do): atomics per SM clock, whole GPU
 //   red_fragment_kernel  the same reductions in the split-k kernels' pattern (weight_only.cu): a warp's 32
 //                     lanes add into 4 token rows (2t + e&1, n words apart) x 8 consecutive words (row0 + g)
+//   red_vector_kernel the Hopper weight-only kernels' vector reductions (red.global.add.v4.f32, a warp's 512
+//                     contiguous bytes an instruction): vector operations per SM clock, whole GPU
 //   sweep_read_kernel N blocks of 1024 threads reading their own slices: the bandwidth N SMs reach
 //   empty_kernel      the launch floor, one event-timed launch, and as nodes of a CUDA graph
 #include "inferlab/roofline/pipe_ceilings.h"
@@ -154,6 +156,27 @@ __global__ void red_fragment_kernel(float* partial, int n, int row_tiles, int it
   stamp(stamps, 1);
 }
 
+// The Hopper weight-only kernels' vector reductions (weight_only_sm90_unit.cuh write_out): a block of 8 warps per
+// 128-row tile, each warp's 8 n8 tiles of 64 tokens sent as red.global.add.v4.f32, four sums a lane, the warp's 32 lanes
+// 512 contiguous bytes (wo_partial_index: [tile][warp][n8 tile][lane][4]); the gridDim.y blocks of a tile add into the
+// same words, as the blocks that share a tile do. The same 4 MiB as red_fragment_kernel's.
+__global__ void red_vector_kernel(float* partial, int row_tiles, int iters, unsigned long long* stamps) {
+  stamp(stamps, 0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int it = 0; it < iters; ++it)
+    for (int tile = blockIdx.x; tile < row_tiles; tile += gridDim.x) {
+      float* part = partial + (int64_t(tile) * 8 + warp) * 8 * 128 + lane * 4;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(part + nt * 128), "f"(1.0f), "f"(1.0f),
+                     "f"(1.0f), "f"(1.0f)
+                     : "memory");
+    }
+#endif
+  stamp(stamps, 1);
+}
+
 // Block 0 thread 0 chases `hops` pointers and writes ns per hop; with `stream`, every other block
 // reads `stream_n` uint4 until the chase is done (at most 64 passes).
 __global__ void chase_kernel(const uint64_t* next, int hops, const uint4* stream, std::size_t stream_n, int* done,
@@ -201,6 +224,13 @@ int sm_count() {
   INFERLAB_CUDA_CHECK(cudaGetDevice(&dev));
   INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
   return n;
+}
+
+int compute_capability_major() {
+  int dev = 0, major = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return major;
 }
 
 double clock_of(const std::vector<unsigned long long>& s) {
@@ -330,6 +360,15 @@ PipeMeasurements measure_pipes(bool quick) {
         m.l2_atomics_split.emplace_back(split, double(row_tiles) * split * 256 * 32 * iters / (tm.median_s * clock));
     }
     if (!m.l2_atomics_split.empty()) m.l2_atomics_per_clk = m.l2_atomics_split.front().second;
+    // The same words by vector reductions (Hopper: red.global.add.v4.f32), one block a tile: operations per clock.
+    if (compute_capability_major() >= 9) {
+      const Timing tm = time_cuda([&] {
+        red_vector_kernel<<<dim3(unsigned(row_tiles), 1u), 256, 0, t.stream>>>(partial.get(), row_tiles, iters, stamps);
+        INFERLAB_CHECK_LAUNCH();
+      }, t);
+      const double clock = clock_of(stamped());
+      if (clock > 0) m.l2_red_vector_per_clk = double(row_tiles) * 256 * 8 * iters / (tm.median_s * clock);
+    }
   }
   {  // the bandwidth N SMs reach
     const std::size_t per_block = (quick ? (4u << 20) : (32u << 20)) / 16;  // uint4 per block

@@ -65,6 +65,7 @@ constexpr PipeField kPipeFields[] = {
     {"dram_latency_us", 1e-6, &PipeCeilings::dram_latency_s},
     {"l2_latency_cycles", 1, &PipeCeilings::l2_latency_cycles},
     {"l2_atomics_per_clk", 1, &PipeCeilings::l2_atomics_per_clk},
+    {"l2_red_vector_per_clk", 1, &PipeCeilings::l2_red_vector_per_clk},
     {"sm_bandwidth_gb_s", kGiga, &PipeCeilings::sm_bandwidth},
     {"read_bandwidth_gb_s", kGiga, &PipeCeilings::read_bandwidth},
     {"l2_bandwidth_gb_s", kGiga, &PipeCeilings::l2_bandwidth},
@@ -88,6 +89,11 @@ void read_pipes(PipeCeilings& p, const nlohmann::json& j, const std::string& whe
     p.sources[f.key] = s.empty() ? label : s;
   }
 }
+
+// The H200 (the H100's GH100 die and L2) measured 95.2 vector reductions a clock against 224.4 scalar ones in the
+// fragment pattern, in one run of `inferlab ceilings` (data/hardware/h200-sxm.measured.json, 2026-11-29): where
+// l2_red_vector_per_clk is not measured it is l2_atomics_per_clk (measured or not) times this.
+constexpr double kVectorPerScalarReduction = 95.175 / 224.384;
 
 // Fills what a hardware file leaves out, from its datasheet figures and the architecture-wide
 // per-SM rates of compute capability 8.x/9.0, each labelled as derived.
@@ -125,6 +131,10 @@ void derive_pipes(Hardware& h) {
        "estimate: one 32-bit atomic per L2 slice per clock over 80 slices (A100 whitepaper: 5120 bytes/clk of L2 "
        "bandwidth = 80 slices x 64 bytes). The H100's measured file replaces it: 224 per clock in the split-k "
        "kernels' own pattern (`inferlab ceilings`, l2_red_fragment_per_clk), so this figure is low by ~2.8x there");
+  fill(&PipeCeilings::l2_red_vector_per_clk, "l2_red_vector_per_clk", p.l2_atomics_per_clk * kVectorPerScalarReduction,
+       "estimate: l2_atomics_per_clk x 0.424, the H200's measured ratio of vector reductions (red.global.add.v4.f32, "
+       "four fp32 sums each) to scalar ones in the split-k pattern: the same L2 (`inferlab ceilings` measures it on "
+       "Hopper, red_vector_kernel)");
   fill(&PipeCeilings::sm_bandwidth, "sm_bandwidth_gb_s", 64 * p.sm_clock_hz, "estimate: 64 bytes per SM per clock from L2");
   fill(&PipeCeilings::read_bandwidth, "read_bandwidth_gb_s", h.memory_bandwidth, "the memory bandwidth");
   fill(&PipeCeilings::l2_bandwidth, "l2_bandwidth_gb_s", 2 * h.memory_bandwidth,
@@ -258,6 +268,9 @@ void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& ori
     h.pipes.sources["l2_bandwidth_gb_s"] = "measured: " + fs::path(origin).filename().string();
   }
   if (const auto* pp = jf::find(*c, "pipes")) read_pipes(h.pipes, *pp, origin, "measured: " + fs::path(origin).filename().string());
+  // A rate derived from another follows it where only the other is measured (the H100's file: l2_atomics_per_clk).
+  if (h.pipes.sources["l2_red_vector_per_clk"].rfind("derived", 0) == 0)
+    h.pipes.l2_red_vector_per_clk = h.pipes.l2_atomics_per_clk * kVectorPerScalarReduction;
   h.ceilings_source = "measured " + fs::path(origin).filename().string() + " (" + jf::string(j, "date", origin, "?") + ")";
   h.ceilings_file = origin;
 }

@@ -856,12 +856,13 @@ void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const Loop
 // The Hopper weight-only kernels' write-out (weight_only_sm90_unit.cuh write_out): a tile whose units several
 // blocks share is summed in the workspace by vector reductions (red.global.add.v4.f32, since defa2f6): every thread
 // sends its four sums of an n8 tile, padded tokens and rows included, so a block's piece of a tile is 128 x N / 4
-// L2 operations whatever m and n are. The leader fences (__threadfence: the block's reductions performed), counts
+// L2 operations whatever m and n are, charged at the L2's measured vector rate (PipeCeilings::l2_red_vector_per_clk). The leader fences (__threadfence: the block's reductions performed), counts
 // (atomicAdd on the tile's counter) and fences again, three dependent round trips, and the last block reads the sums
 // back, every load before any store: one L2 round trip after the wave.
 // Until defa2f6 the kernels sent one scalar atomic per cell (real rows and tokens only), charged so: at m = 64 on
-// the H200's int4 MLP shapes the scalar charge predicted 41.3 / 37.4 us where bench_gemm measured 36.7 / 36.1, the
-// vector charge predicts 32.1 / 31.2 where the vector kernel measured 32.2 / 32.1 (kernels/gemm/NOTES.md r27).
+// the H200's int4 MLP shapes the scalar charge (at the 80-a-clock estimate the H200's file then fell back to)
+// predicted 41.3 / 37.4 us where bench_gemm measured 36.7 / 36.1; the vector charge at the measured 95.2 a clock
+// predicts 31.7 / 30.9 where the compression run of 3c155ed measured 32.1 / 32.0 (kernels/gemm/NOTES.md r27, r28).
 // Returns the write-out's round trips (0: no tile of the launch is shared).
 double stream_k_write_out(const WeightOnlyPlan& plan, int64_t k, KernelLaunch& kl) {
   double split_ops = 0;
@@ -869,7 +870,7 @@ double stream_k_write_out(const WeightOnlyPlan& plan, int64_t k, KernelLaunch& k
     const int64_t segs = weight_only_wgmma_segments(plan, t, k);
     if (segs > 1) split_ops += double(segs) * 128.0 * double(plan.tokens) / 4.0;
   }
-  kl.atomics = split_ops;
+  kl.vector_reductions = split_ops;
   kl.tail_l2_round_trips = split_ops > 0 ? 1 : 0;
   return split_ops > 0 ? 3 : 0;
 }
@@ -877,7 +878,7 @@ double stream_k_write_out(const WeightOnlyPlan& plan, int64_t k, KernelLaunch& k
 // weight_only_sm90.cu: 8 warps (2 warpgroups of 64 rows) a block, a persistent grid over units of a
 // 128-row tile by 128 columns; per unit each warp dequantizes its 16 rows into registers and its
 // warpgroup issues 8 wgmma m64nNk16 on X's stage. The tensor cores run the padded N tokens.
-KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
+KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t k, WeightFormat f,
                                  const Hardware& hw, KernelLaunch kl) {
   const int ti = tokens_index(plan);
   const LoopCounts& lp = f == WeightFormat::int4 ? kWgInt4[ti] : kWgInt8[ti];
@@ -913,7 +914,7 @@ KernelLaunch wgmma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t 
 //   - the write-out (stream_k_write_out: three round trips), and int8's channel scales, loaded (__ldg) at
 //     every tile's end before its sums: one more. The persistent blocks end their equal shares together, so the
 //     last write-out stands after the stream as it stands after the chain (KernelLaunch::wave_round_trips, one wave).
-KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t m, int64_t n, int64_t k, WeightFormat f,
+KernelLaunch tma_linear_kernel(const WeightOnlyPlan& plan, int64_t k, WeightFormat f,
                                const Hardware& hw, KernelLaunch kl) {
   const int ti = tokens_index(plan);
   const bool int4 = f == WeightFormat::int4, sparse = f == WeightFormat::sparse24;
@@ -1050,8 +1051,8 @@ std::vector<KernelLaunch> linear_kernels(int64_t m, int64_t n, int64_t k, Weight
   // The wgmma kernel exists on Hopper only (sm_90a), as the launcher decides on the device.
   const bool hopper = hw.architecture.rfind("Hopper", 0) == 0;
   const WeightOnlyPlan plan = plan_weight_only(f, m, n, k, hw.sm_count, kernel, hopper, reduce, split_k);
-  if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, m, n, k, f, hw, kl)};
-  if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, m, n, k, f, hw, kl)};
+  if (plan.kernel == WeightOnlyKernel::wgmma) return {wgmma_linear_kernel(plan, k, f, hw, kl)};
+  if (plan.kernel == WeightOnlyKernel::wgmma_tma) return {tma_linear_kernel(plan, k, f, hw, kl)};
   if (plan.kernel == WeightOnlyKernel::mma_tma) return {mma_tma_linear_kernel(plan, m, n, k, f, hw, kl)};
   const WoLoop& lp = wo_loop(f, plan.m_tiles, plan.blocks_per_sm, plan.k_warps > 1);
   const double cols = f == WeightFormat::int4 ? 64 : 32;

@@ -71,7 +71,8 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
   const double floor = k.launch == LaunchMode::graph ? c.launch_floor_graph_s : c.launch_floor_eager_s;
   const double core = k.memory_overlapped ? std::max({pipes, memory, latency}) : std::max(pipes + memory, latency);
-  const double atomics = k.atomics > 0 ? k.atomics / (c.l2_atomics_per_clk * c.sm_clock_hz) : 0.0;
+  const double atomics = (k.atomics > 0 ? k.atomics / (c.l2_atomics_per_clk * c.sm_clock_hz) : 0.0) +
+                        (k.vector_reductions > 0 ? k.vector_reductions / (c.l2_red_vector_per_clk * c.sm_clock_hz) : 0.0);
   const double tail_port = k.tail_bytes / (std::max(1.0, std::min(sms, double(k.tail_ctas))) * c.sm_bandwidth);
   const double tail = k.tail_l2_round_trips * c.l2_latency_cycles / c.sm_clock_hz +
                       std::max(tail_port, k.tail_cycles / c.sm_clock_hz);

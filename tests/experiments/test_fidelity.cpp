@@ -26,10 +26,11 @@ std::vector<FidelityPoint> h100_points() {
 // tile that several blocks share by vector reductions (red.global.add.v4.f32), a quarter of the L2 operations of the
 // scalar atomics before, and the model charges them so (sim/src/kernels.cpp stream_k_write_out). The H100's committed
 // compression run was measured from e13a4d3, before that change, and no H100 has been lent since: its points on
-// shared tiles measure a kernel that is gone (re-predicted within 0.2-26.5%, most of them fast, by main's model,
-// which fits main's kernel on the H200 at m = 64: kernels/gemm/NOTES.md r28). They are re-predicted and printed, not held to the bounds, until an H100
-// measures main's kernel: a run from any other commit holds them again. Which points: the plan's kernel on the
-// H100's 132 SMs is a Hopper weight-only one and at least one of its tiles is split between blocks.
+// shared tiles measure a kernel that is gone (re-predicted within 0.3-19.4%, 17 of them fast, by main's model, which
+// fits main's kernel on the H200 at m = 64: kernels/gemm/NOTES.md r28). They are re-predicted and printed, not held
+// to the bounds, until an H100 measures main's kernel: a run from any other commit holds them again. Which points:
+// the plan's kernel on the H100's 132 SMs is a Hopper weight-only one and at least one of its tiles is split between
+// blocks.
 constexpr const char* kBeforeVectorReductions[] = {"e13a4d39f2eaa0de5a97be27138cb52ae6e6828b"};
 
 std::map<std::string, std::string> point_params(const std::string& point) {

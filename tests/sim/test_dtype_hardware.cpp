@@ -130,6 +130,29 @@ TEST(Hardware, MeasuredCeilingsOverlayTheDatasheet) {
   EXPECT_THROW(apply_measured(h, nlohmann::json::object(), "x.json"), Error);
 }
 
+// The L2's vector reduction rate: measured where `inferlab ceilings` measured it, else derived from the scalar rate
+// (measured or not) by the H200's measured ratio, after the measured file is applied: a file that measures the
+// scalar rate alone moves the derived vector rate with it.
+TEST(Hardware, TheVectorReductionRateFollowsTheScalarOneWhereNotMeasured) {
+  Hardware h = load_hardware("h100-sxm-80gb", CeilingsMode::datasheet);
+  const double ratio = h.pipes.l2_red_vector_per_clk / h.pipes.l2_atomics_per_clk;
+  EXPECT_GT(ratio, 0.3);
+  EXPECT_LT(ratio, 0.6);
+  EXPECT_EQ(h.pipes.sources.at("l2_red_vector_per_clk").rfind("derived", 0), 0u);
+  const nlohmann::json m = {{"date", "2026-01-01"},
+                            {"ceilings", {{"memory_bandwidth_gb_s", 3000.0}, {"pipes", {{"l2_atomics_per_clk", 200.0}}}}}};
+  apply_measured(h, m, "h100-sxm-80gb.measured.json");
+  EXPECT_DOUBLE_EQ(h.pipes.l2_atomics_per_clk, 200.0);
+  EXPECT_DOUBLE_EQ(h.pipes.l2_red_vector_per_clk, 200.0 * ratio);
+  const nlohmann::json v = {{"date", "2026-01-01"},
+                            {"ceilings", {{"memory_bandwidth_gb_s", 3000.0}, {"pipes", {{"l2_red_vector_per_clk", 90.0}}}}}};
+  apply_measured(h, v, "h100-sxm-80gb.measured.json");
+  EXPECT_DOUBLE_EQ(h.pipes.l2_red_vector_per_clk, 90.0);  // measured: kept
+  const Hardware h200 = load_hardware("h200-sxm", CeilingsMode::measured);
+  EXPECT_EQ(h200.pipes.sources.at("l2_red_vector_per_clk").rfind("measured", 0), 0u);
+  EXPECT_EQ(h200.pipes.sources.at("l2_atomics_per_clk").rfind("measured", 0), 0u);
+}
+
 TEST(Hardware, ShippedMeasuredFilesAreUsedWhenAsked) {
   for (const auto& id : known_hardware()) {
     SCOPED_TRACE(id);

@@ -37,6 +37,8 @@ struct PipeCeilings {
   double dram_latency_s = 0;   // one dependent global-memory round trip (pointer chase)
   double l2_latency_cycles = 0;  // one dependent global load that hits in L2
   double l2_atomics_per_clk = 0;  // fp32 atomic adds to distinct addresses the whole L2 completes per SM clock
+  double l2_red_vector_per_clk = 0;  // red.global.add.v4.f32 (four fp32 sums each) in the Hopper weight-only kernels'
+                                     // layout the whole L2 completes per SM clock
   double sm_bandwidth = 0;     // bytes/s one SM can pull from HBM
   double read_bandwidth = 0;   // bytes/s the whole GPU reads (read-only streams); 0: memory_bandwidth
   double l2_bandwidth = 0;     // bytes/s the whole GPU reads from L2 (L2-resident data)

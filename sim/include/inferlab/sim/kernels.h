@@ -87,6 +87,9 @@ struct KernelLaunch {
   // (the same work, started together) reach their atomics together: a wave's atomics add to that
   // wave's time, nothing else runs beside them: rest + atomics.
   double atomics = 0;
+  // Vector reductions (red.global.add.v4.f32: four fp32 sums each) of the Hopper weight-only kernels' shared tiles,
+  // charged at PipeCeilings::l2_red_vector_per_clk and added to the wave as the atomics are.
+  double vector_reductions = 0;
   // One CTA's work after its last load has arrived (its last tile, the warps' merge, a split's partial
   // written, fenced and counted): cycles and dependent L2 round trips. Part of the CTA's critical path
   // (the latency term), and exposed once after the memory stream: the last CTAs to receive their data
@@ -257,8 +260,14 @@ constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 
 // among them by warp then); int8 at 64 one (43.4 / 41.7 against two's 44.9 / 44.9); 2:4 at 64 two (38.8 / 40.5 us,
 // its weight one box, tma3); at 16 and 32 tokens, two blocks an SM, one (int4 m = 16 24.0 / 24.6 against two's
 // 27.4 / 26.3).
+// At 32 tokens (two blocks an SM) int4 two (H200, bench_gemm, two rounds, us, 14336 x 4096 / 4096 x 14336 / 4096 x
+// 4096 / 1024 x 4096 at m = 32: 25.1, 25.2 / 25.4, 25.6 / 12.4, 12.7 / 10.4, 10.4 with one; 23.6, 23.6 / 24.4, 24.2 /
+// 12.6, 12.8 / 9.54, 9.50 with two; ncu at one: 23% of the warps' samples on the consumers' wait for a full stage,
+// kernels/gemm/NOTES.md r28), int8 and 2:4 one (two: within -2..+4%).
 constexpr int weight_only_tma_producers(WeightFormat f, int tokens) {
-  return tokens != 64 ? 1 : f == WeightFormat::int4 ? 4 : f == WeightFormat::sparse24 ? 2 : 1;
+  return tokens == 64   ? (f == WeightFormat::int4 ? 4 : f == WeightFormat::sparse24 ? 2 : 1)
+         : tokens == 32 ? (f == WeightFormat::int4 ? 2 : 1)
+                        : 1;
 }
 // Whether a unit's weight lands as one box of a 3-d tensor map (the 8 row tiles' chunks of the group) or as one
 // bulk copy per warp. Measured on the H100 (bench_gemm, tma3, us, 14336 x 4096 / 4096 x 14336, box against per
