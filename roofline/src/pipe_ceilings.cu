@@ -361,7 +361,12 @@ PipeMeasurements measure_pipes(bool quick) {
     }
     if (!m.l2_atomics_split.empty()) m.l2_atomics_per_clk = m.l2_atomics_split.front().second;
     // The same words by vector reductions (Hopper: red.global.add.v4.f32), one block a tile: operations per clock.
-    if (compute_capability_major() >= 9) {
+    // Event-timed over one launch, as the fragment pattern is: at 16 passes (~22 us on the H200) the launch's ~2.7 us
+    // make it read ~10% low, the fragment's (~38 us) ~7% (kernels/gemm/NOTES.md r28).
+    // The GPU's capability and the code built for it: a build without sm_90 code runs an empty body here.
+    cudaFuncAttributes fa{};
+    INFERLAB_CUDA_CHECK(cudaFuncGetAttributes(&fa, red_vector_kernel));
+    if (compute_capability_major() >= 9 && fa.ptxVersion >= 90) {
       const Timing tm = time_cuda([&] {
         red_vector_kernel<<<dim3(unsigned(row_tiles), 1u), 256, 0, t.stream>>>(partial.get(), row_tiles, iters, stamps);
         INFERLAB_CHECK_LAUNCH();

@@ -166,6 +166,9 @@ constexpr FamilyBound kBounds[] = {
     // 0.196. On the H200 the narrow kernel measured 18.8 against 19.7 for clusters of 7 (the model 15.6 / 21.8).
     // 2026-11-28 (NOTES.md r19): launches issuing tensor-core instructions run at the tensor clock (the probe
     // tensor_clock.cu), that point 0.196 -> 0.178; the bound kept.
+    // 2026-11-29: the wgmma_tma points on split tiles (m = 32 and 64 of int4, int8 and 2:4) are set aside
+    // (measured_a_replaced_write_out) until an H100 measures main's kernel; where the causes below name those points
+    // they describe the kernel before defa2f6. Held, the three families' worsts are 17.8, 14.1 and 13.8%.
     {"linear int4", 0.20,
      "the mma_tma kernel at m = 16 on 1024x4096 and 4096x4096 14% fast (its tile barrier every stage is named, what "
      "else its lockstep and its cluster's end cost is not, NOTES.md r4), and on 4096x14336 17.8% fast (the narrow "
@@ -192,7 +195,9 @@ constexpr FamilyBound kBounds[] = {
 };
 
 // The points set aside above are exactly the H100 weight-only points that ran the wgmma_tma kernel on split tiles:
-// int4 from 9 tokens, int8 and 2:4 from 17 (a tile one block holds whole, none), on the four Llama-3-8B shapes.
+// int4, int8 and 2:4 from 17 tokens (int4 at 9-16 runs the mma_tma kernel, which sums in shared memory), on the four
+// Llama-3-8B shapes: the committed run's m = 32 and 64, 24 points. The rule itself: the commit, the format and the
+// plan each decide.
 TEST(Fidelity, OnlyTheReplacedWriteOutsPointsAreSetAside) {
   const auto pts = h100_points();
   const auto held = held_points(pts);
@@ -203,9 +208,26 @@ TEST(Fidelity, OnlyTheReplacedWriteOutsPointsAreSetAside) {
       EXPECT_EQ(p.file, "compression") << p.point;
       EXPECT_TRUE(p.family == "linear int4" || p.family == "linear int8" || p.family == "linear sparse24") << p.point;
       const auto kv = point_params(p.point);
-      EXPECT_GE(std::stoll(kv.at("m")), p.family == "linear int4" ? 9 : 17) << p.point;
+      EXPECT_GE(std::stoll(kv.at("m")), 17) << p.point;
     }
-  EXPECT_EQ(held.size() + set_aside, pts.size());
+  EXPECT_EQ(set_aside, 24u);  // 3 formats x 4 shapes x m = 32, 64
+  EXPECT_EQ(held.size(), pts.size() - 24);
+  auto point = [](const char* format, int m, int n, int k, const char* commit) {
+    FidelityPoint p;
+    p.file = "compression";
+    p.point = std::string("ceilings=measured;format=") + format + ";hardware=h100-sxm-80gb;k=" + std::to_string(k) +
+              ";m=" + std::to_string(m) + ";n=" + std::to_string(n);
+    p.measured_commit = commit;
+    return p;
+  };
+  const char* before = kBeforeVectorReductions[0];
+  EXPECT_TRUE(measured_a_replaced_write_out(point("int4", 64, 14336, 4096, before)));
+  EXPECT_TRUE(measured_a_replaced_write_out(point("sparse24", 32, 1024, 4096, before)));
+  EXPECT_FALSE(measured_a_replaced_write_out(point("int4", 64, 14336, 4096, "20d9ab0115a7a4250e048c18d24ac3fc6ba17290")));
+  EXPECT_FALSE(measured_a_replaced_write_out(point("int4", 16, 14336, 4096, before)));  // the mma_tma kernel
+  EXPECT_FALSE(measured_a_replaced_write_out(point("int8", 1, 14336, 4096, before)));
+  EXPECT_FALSE(measured_a_replaced_write_out(point("bf16", 64, 14336, 4096, before)));
+  EXPECT_FALSE(measured_a_replaced_write_out(point("fp8", 64, 14336, 4096, before)));
   std::printf("%zu of %zu points set aside\n", set_aside, pts.size());
 }
 

@@ -11,6 +11,7 @@
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/common/dtype_traits.h"
 #include "inferlab/roofline/ceilings.h"
+#include "inferlab/roofline/pipe_ceilings.h"
 
 namespace inferlab {
 namespace {
@@ -56,6 +57,24 @@ TEST(Ceilings, EveryCeilingIsPositiveAndFinite) {
     if (m.method.rfind("skipped:", 0) == 0) continue;
     EXPECT_PRED1(positive_finite, m.value) << m.key;
     EXPECT_GT(m.timing.repeats, 0) << m.key;
+  }
+}
+
+// The L2's reduction rates (quick mode: a few passes, so rates read low): the scalar fragment pattern everywhere, the
+// Hopper kernels' vector reductions where sm_90 code runs (95 a clock and 224 on the H200 in full mode), and a vector
+// operation never faster per operation than the coalesced scalar reductions (it carries four sums).
+TEST(Ceilings, TheL2ReductionRatesArePlausible) {
+  std::string why;
+  if (!gpu_available(&why)) GTEST_SKIP() << why;
+  const PipeMeasurements m = measure_pipes(true);
+  EXPECT_GT(m.l2_atomics_per_clk, 20);
+  EXPECT_LT(m.l2_atomics_per_clk, 2000);
+  EXPECT_GT(m.l2_red_coalesced_per_clk, 20);
+  if (compute_capability() >= 90) {
+    EXPECT_GT(m.l2_red_vector_per_clk, 10);
+    EXPECT_LT(m.l2_red_vector_per_clk, m.l2_red_coalesced_per_clk);
+  } else {
+    EXPECT_EQ(m.l2_red_vector_per_clk, 0);
   }
 }
 

@@ -78,6 +78,8 @@ struct TmaTile {
   static constexpr uint32_t kStageTx = uint32_t(kXBytes + (kWeightBox ? kWBytes : 0) + (kSparse ? kSBytes : 0));
   static_assert(kBarrierOffset + 1024 + 256 == kSmem, "sim/kernels.h's tile table and the kernel agree");
   static_assert(kStages >= 2 && kStages <= 8, "a stage in use, at least one in flight; 2 x 8 mbarriers in 128 bytes");
+  // Producer p takes units p, p + P, ...: round i / S of a slot is one producer's only while P <= S.
+  static_assert(kProducers <= kStages, "more producers than ring slots: two could wait on one slot's phases");
   static_assert(kXBytes % 1024 == 0, "every stage's X starts on the 1024-byte boundary the 128-byte swizzle needs");
 };
 

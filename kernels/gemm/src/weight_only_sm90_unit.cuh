@@ -1,6 +1,6 @@
 #pragma once
 // Device pieces shared by the two Hopper weight-only kernels (weight_only_sm90.cu: every thread copies
-// with cp.async; weight_only_sm90_tma.cu: one producer thread, TMA and mbarriers), so that the two
+// with cp.async; weight_only_sm90_tma.cu: producer warps of one copying thread, TMA and mbarriers), so that the two
 // differ only where their pipelines do. A unit is one 128-row tile by one 128-column group; per unit
 // each warp turns its 16 rows' packed chunks (quant.h) into the A fragments of 8 wgmma k16 steps, its
 // warpgroup multiplies them with X's [N x 128] stage, and the products are scaled into the tile's fp32

@@ -35,7 +35,7 @@ struct PipeMeasurements {
   double l2_red_coalesced_per_clk = 0;  // fp32 reductions, a warp's 32 consecutive words: per SM clock, whole GPU
   double l2_atomics_per_clk = 0;        // the same in the split-k kernels' fragment pattern (4 lines x 8 words a warp)
   double l2_red_vector_per_clk = 0;     // red.global.add.v4.f32 (four words each) in the Hopper weight-only kernels' layout:
-                                        // vector operations per SM clock, whole GPU (0: not Hopper)
+                                        // vector operations per SM clock, whole GPU (0: not measured: no sm_90 code)
   std::vector<std::pair<int, double>> l2_atomics_split;  // (blocks adding into the same words, reductions per clock)
   std::vector<std::pair<int, double>> sm_bandwidth;  // (SMs reading, bytes/s)
   double launch_floor_eager_s = 0, launch_floor_graph_s = 0;

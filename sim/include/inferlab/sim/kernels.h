@@ -257,15 +257,18 @@ constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 
 // Its producer warps (one copying thread each, taking the units in turn: a thread's copies are processed one after
 // another, NOTES.md tma2, so a second producer overlaps the next unit's copies). Measured on the H100 (bench_gemm,
 // 14336 x 4096 / 4096 x 14336): int4 at 64 tokens 4 (36.3 / 35.0 us against one's 41.5 / 40.4, copies split
-// among them by warp then); int8 at 64 one (43.4 / 41.7 against two's 44.9 / 44.9); 2:4 at 64 two (38.8 / 40.5 us,
-// its weight one box, tma3); at 16 and 32 tokens, two blocks an SM, one (int4 m = 16 24.0 / 24.6 against two's
-// 27.4 / 26.3).
+// among them by warp then); int8 at 64 one (43.4 / 41.7 against two's 44.9 / 44.9, before the vector reductions:
+// two since, below); 2:4 at 64 two (38.8 / 40.5 us, its weight one box, tma3); at 16 tokens, two blocks an SM, one
+// (int4 m = 16 24.0 / 24.6 against two's 27.4 / 26.3; at 32 tokens, below).
 // At 32 tokens (two blocks an SM) int4 two (H200, bench_gemm, two rounds, us, 14336 x 4096 / 4096 x 14336 / 4096 x
 // 4096 / 1024 x 4096 at m = 32: 25.1, 25.2 / 25.4, 25.6 / 12.4, 12.7 / 10.4, 10.4 with one; 23.6, 23.6 / 24.4, 24.2 /
 // 12.6, 12.8 / 9.54, 9.50 with two; ncu at one: 23% of the warps' samples on the consumers' wait for a full stage,
-// kernels/gemm/NOTES.md r28), int8 and 2:4 one (two: within -2..+4%).
+// kernels/gemm/NOTES.md r28), int8 and 2:4 one (two: within -2..+4%). At 64 tokens, since the shared tiles' vector
+// reductions (defa2f6), int8 two (H200, the same four shapes, one / two / four: 38.3, 38.2 / 36.0, 36.2 / 35.3, 35.3;
+// 37.5, 37.6 / 35.1, 34.7 / 35.2, 35.3; 17.7, 17.7 / 18.5, 18.1 / 18.7, 18.7; 12.2, 12.1 / 12.1, 12.2 / 12.6, 12.8:
+// a Llama-3-8B layer's seven 3.3% faster with two, 2.9% with four) and 2:4 two (four: within noise, r28).
 constexpr int weight_only_tma_producers(WeightFormat f, int tokens) {
-  return tokens == 64   ? (f == WeightFormat::int4 ? 4 : f == WeightFormat::sparse24 ? 2 : 1)
+  return tokens == 64   ? (f == WeightFormat::int4 ? 4 : 2)
          : tokens == 32 ? (f == WeightFormat::int4 ? 2 : 1)
                         : 1;
 }
