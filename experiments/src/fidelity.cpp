@@ -14,20 +14,6 @@ namespace inferlab {
 namespace fs = std::filesystem;
 namespace {
 
-Params params_of(const std::string& key) {
-  Params p;
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t end = key.find(';', start);
-    if (end == std::string::npos) end = key.size();
-    const std::string kv = key.substr(start, end - start);
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) p[kv.substr(0, eq)] = kv.substr(eq + 1);
-    start = end + 1;
-  }
-  return p;
-}
-
 std::string family_of(const std::string& scenario, const std::map<std::string, std::string>& row) {
   auto cell = [&](const char* c) {
     auto it = row.find(c);
@@ -45,6 +31,20 @@ std::string cell_of(const Row& r, const std::string& column) {
 }
 
 }  // namespace
+
+Params point_params(const std::string& key) {
+  Params p;
+  size_t start = 0;
+  while (start <= key.size()) {
+    size_t end = key.find(';', start);
+    if (end == std::string::npos) end = key.size();
+    const std::string kv = key.substr(start, end - start);
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) p[kv.substr(0, eq)] = kv.substr(eq + 1);
+    start = end + 1;
+  }
+  return p;
+}
 
 double FidelityPoint::error() const { return std::max(predicted_s / measured_s, measured_s / predicted_s) - 1.0; }
 
@@ -78,7 +78,7 @@ std::vector<FidelityPoint> repredict_results(const fs::path& dir, bool write) {
     for (auto& row : table.rows) {
       const auto m = row.find("measured_s");
       if (m == row.end() || m->second.empty()) continue;
-      Params p = params_of(row.at("point"));
+      Params p = point_params(row.at("point"));
       // Committed rows spell kv_heads as they were measured ("gqa-8" in the old query-heads-per-group
       // sense); the row's kv_heads_count says what it meant.
       if (p.count("kv_heads") && row.count("kv_heads_count") && !row.at("kv_heads_count").empty())

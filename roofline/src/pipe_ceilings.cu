@@ -226,13 +226,6 @@ int sm_count() {
   return n;
 }
 
-int compute_capability_major() {
-  int dev = 0, major = 0;
-  INFERLAB_CUDA_CHECK(cudaGetDevice(&dev));
-  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  return major;
-}
-
 double clock_of(const std::vector<unsigned long long>& s) {
   const double ns = double(s[3] - s[1]);
   return ns > 0 ? double(s[2] - s[0]) / (ns * 1e-9) : 0.0;
@@ -363,10 +356,10 @@ PipeMeasurements measure_pipes(bool quick) {
     // The same words by vector reductions (Hopper: red.global.add.v4.f32), one block a tile: operations per clock.
     // Event-timed over one launch, as the fragment pattern is: at 16 passes (~22 us on the H200) the launch's ~2.7 us
     // make it read ~10% low, the fragment's (~38 us) ~7% (kernels/gemm/NOTES.md r28).
-    // The GPU's capability and the code built for it: a build without sm_90 code runs an empty body here.
+    // The code the GPU runs: one built without sm_90 (an older GPU's image, or its PTX) runs an empty body here.
     cudaFuncAttributes fa{};
     INFERLAB_CUDA_CHECK(cudaFuncGetAttributes(&fa, red_vector_kernel));
-    if (compute_capability_major() >= 9 && fa.ptxVersion >= 90) {
+    if (fa.ptxVersion >= 90) {
       const Timing tm = time_cuda([&] {
         red_vector_kernel<<<dim3(unsigned(row_tiles), 1u), 256, 0, t.stream>>>(partial.get(), row_tiles, iters, stamps);
         INFERLAB_CHECK_LAUNCH();

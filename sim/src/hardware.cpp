@@ -268,9 +268,13 @@ void apply_measured(Hardware& h, const nlohmann::json& j, const std::string& ori
     h.pipes.sources["l2_bandwidth_gb_s"] = "measured: " + fs::path(origin).filename().string();
   }
   if (const auto* pp = jf::find(*c, "pipes")) read_pipes(h.pipes, *pp, origin, "measured: " + fs::path(origin).filename().string());
-  // A rate derived from another follows it where only the other is measured (the H100's file: l2_atomics_per_clk).
-  if (h.pipes.sources["l2_red_vector_per_clk"].rfind("derived", 0) == 0)
-    h.pipes.l2_red_vector_per_clk = h.pipes.l2_atomics_per_clk * kVectorPerScalarReduction;
+  // Estimates follow what was measured: every derived pipe is derived again from the measured figures (the H100's
+  // file measures l2_atomics_per_clk, not l2_red_vector_per_clk, which is derived from it).
+  for (const PipeField& f : kPipeFields) {
+    const auto s = h.pipes.sources.find(f.key);
+    if (s != h.pipes.sources.end() && s->second.rfind("derived", 0) == 0) h.pipes.*(f.member) = 0;
+  }
+  derive_pipes(h);
   h.ceilings_source = "measured " + fs::path(origin).filename().string() + " (" + jf::string(j, "date", origin, "?") + ")";
   h.ceilings_file = origin;
 }

@@ -856,9 +856,10 @@ void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const Loop
 // The Hopper weight-only kernels' write-out (weight_only_sm90_unit.cuh write_out): a tile whose units several
 // blocks share is summed in the workspace by vector reductions (red.global.add.v4.f32, since defa2f6): every thread
 // sends its four sums of an n8 tile, padded tokens and rows included, so a block's piece of a tile is 128 x N / 4
-// L2 operations whatever m and n are, charged at the L2's measured vector rate (PipeCeilings::l2_red_vector_per_clk). The leader fences (__threadfence: the block's reductions performed), counts
-// (atomicAdd on the tile's counter) and fences again, three dependent round trips, and the last block reads the sums
-// back, every load before any store: one L2 round trip after the wave.
+// L2 operations whatever m and n are, charged at the L2's measured vector rate (PipeCeilings::l2_red_vector_per_clk).
+// The leader fences (__threadfence: the block's reductions performed), counts (atomicAdd on the tile's counter) and
+// fences again, three dependent round trips, and the last block reads the sums back, every load before any store:
+// one L2 round trip after the wave.
 // Until defa2f6 the kernels sent one scalar atomic per cell (real rows and tokens only), charged so: at m = 64 on
 // the H200's int4 MLP shapes the scalar charge (at the 80-a-clock estimate the H200's file then fell back to)
 // predicted 41.3 / 37.4 us where bench_gemm measured 36.7 / 36.1; the vector charge at the measured 95.2 a clock

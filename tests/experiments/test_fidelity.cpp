@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
 
 #include "inferlab/experiments/fidelity.h"
@@ -32,19 +31,6 @@ std::vector<FidelityPoint> h100_points() {
 // the plan's kernel on the H100's 132 SMs is a Hopper weight-only one and at least one of its tiles is split between
 // blocks.
 constexpr const char* kBeforeVectorReductions[] = {"e13a4d39f2eaa0de5a97be27138cb52ae6e6828b"};
-
-std::map<std::string, std::string> point_params(const std::string& point) {
-  std::map<std::string, std::string> kv;
-  for (size_t start = 0; start < point.size();) {
-    size_t end = point.find(';', start);
-    if (end == std::string::npos) end = point.size();
-    const std::string item = point.substr(start, end - start);
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) kv[item.substr(0, eq)] = item.substr(eq + 1);
-    start = end + 1;
-  }
-  return kv;
-}
 
 bool measured_a_replaced_write_out(const FidelityPoint& p) {
   bool before = false;

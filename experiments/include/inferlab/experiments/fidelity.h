@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/experiments/spec.h"
+
 namespace inferlab {
 
 struct FidelityPoint {
@@ -25,6 +27,9 @@ struct FidelitySummary {
   double median = 0, worst = 0, mean = 0;
 };
 FidelitySummary summarize(const std::vector<FidelityPoint>& pts);
+
+// A row's `point` ("k=v;k=v;...") as its parameters.
+Params point_params(const std::string& point);
 
 // Every row with a measured time in the CSVs of `dir` whose provenance names the attention, decode
 // or linear scenario. With `write`, the CSVs' predicted columns are replaced by this model's (the
