@@ -55,6 +55,10 @@ void for_each_fragment_value(int64_t n, int64_t k, int64_t cols, F&& f) {
 // int4 nibble slot of A value i within its 32-bit word: a0 a2 a4 a6 a1 a3 a5 a7 (low to high).
 int int4_slot(int i) { return (i & 1) * 4 + (i >> 1); }
 
+// int8 byte slot of A value i within its 8 bytes: a0 a2 a1 a3 a4 a6 a5 a7, so that a word's bytes 0, 2 hold the pair
+// of its first A register and bytes 1, 3 the second's (word & 0x00FF00FF, (word >> 8) & 0x00FF00FF).
+int int8_slot(int i) { return (i & 4) | ((i & 1) << 1) | ((i >> 1) & 1); }
+
 }  // namespace
 
 void check_packable(WeightFormat f, int64_t n, int64_t k) {
@@ -199,7 +203,7 @@ PackedWeight pack_weight(const std::vector<float>& w, int64_t n, int64_t k, Weig
       p.values.resize(std::size_t(n * k));
       for_each_fragment_value(n, k, 32, [&](int64_t lane_off, int j, int i, int64_t row, int64_t col) {
         const float q = std::clamp(std::nearbyint(at(row, col) / s[std::size_t(row)]), -127.f, 127.f);
-        p.values[std::size_t(lane_off + j * 8 + i)] = uint8_t(int8_t(q));
+        p.values[std::size_t(lane_off + j * 8 + int8_slot(i))] = uint8_t(int8_t(q));
       });
       break;
     }
@@ -307,7 +311,7 @@ std::vector<float> unpack_weight(const PackedWeight& p) {
     }
     case WeightFormat::int8:
       for_each_fragment_value(n, k, 32, [&](int64_t lane_off, int j, int i, int64_t row, int64_t col) {
-        at(row, col) = float(int8_t(p.values[std::size_t(lane_off + j * 8 + i)])) * get<float>(p.scales, row * 4);
+        at(row, col) = float(int8_t(p.values[std::size_t(lane_off + j * 8 + int8_slot(i))])) * get<float>(p.scales, row * 4);
       });
       break;
     case WeightFormat::int4: {

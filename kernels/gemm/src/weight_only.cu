@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
   static_assert(!kShared || MT == 1, "shared tiles run at m = 1");
   constexpr int C = Format<F>::kCols, MP = 8 * MT, kDepth = depth<MT, B>();
   constexpr int XR = kShared ? 1 : MP;  // X's rows staged (past m zero)
-  // int8 on shared tiles (m = 1): the weight as fp16 (int8x2_to_f16x2: two instructions a value pair against five for
+  // int8 on shared tiles (m = 1): the weight as fp16 (int8x2_to_f16x2: two instructions a value pair against three for
   // bf16) and X's row converted to fp16 in shared memory before the loop, scaled per slice (below). Not on the plain
   // kernel: with up to 8 token rows to convert the prologue cost more than the loop saved (int8 4096 x 4096 at m = 8
   // 14.0 -> 20.5 us), and at m = 1 on 4096 x 14336 (split-k 16) it measured the same (26.2 -> 26.1 us), while shared
@@ -387,12 +387,12 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
           for (int jj = 0; jj < 2; ++jj) {
             const uint32_t lo = words[2 * jj], hi = words[2 * jj + 1];  // a0..a3, a4..a7
             if constexpr (kF16) {
-              const uint32_t a[4] = {int8x2_to_f16x2(lo, 0), int8x2_to_f16x2(lo, 2), int8x2_to_f16x2(hi, 0),
-                                     int8x2_to_f16x2(hi, 2)};
+              const uint32_t a[4] = {int8x2_to_f16x2(lo, 0), int8x2_to_f16x2(lo, 1), int8x2_to_f16x2(hi, 0),
+                                     int8x2_to_f16x2(hi, 1)};
               mma_f16(acc[0], a, b[0][2 * jj], b[0][2 * jj + 1]);
             } else {
-              const uint32_t a[4] = {int8x2_to_bf16x2(lo, 0), int8x2_to_bf16x2(lo, 2), int8x2_to_bf16x2(hi, 0),
-                                     int8x2_to_bf16x2(hi, 2)};
+              const uint32_t a[4] = {int8x2_to_bf16x2(lo, 0), int8x2_to_bf16x2(lo, 1), int8x2_to_bf16x2(hi, 0),
+                                     int8x2_to_bf16x2(hi, 1)};
 #pragma unroll
               for (int nt = 0; nt < MT; ++nt) mma_bf16(acc[nt], a, b[nt][2 * jj], b[nt][2 * jj + 1]);
             }

@@ -250,8 +250,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
           const uint32_t lo = words[2 * jj], hi = words[2 * jj + 1];
-          const uint32_t a[4] = {int8x2_to_f16x2(lo, 0), int8x2_to_f16x2(lo, 2), int8x2_to_f16x2(hi, 0),
-                                 int8x2_to_f16x2(hi, 2)};
+          const uint32_t a[4] = {int8x2_to_f16x2(lo, 0), int8x2_to_f16x2(lo, 1), int8x2_to_f16x2(hi, 0),
+                                 int8x2_to_f16x2(hi, 1)};
           mma_f16(acc, a, b[2 * jj], b[2 * jj + 1]);
         }
       }

@@ -114,9 +114,9 @@ __device__ __forceinline__ void dequant_unit(const uint4* wl, const uint32_t* sr
       for (int h = 0; h < 2; ++h) {  // k16 step 2j + h: bytes a0..a3, a4..a7
         const uint32_t lo = words[2 * h], hi = words[2 * h + 1];
         a[2 * j + h][0] = int8x2_to_bf16x2(lo, 0);
-        a[2 * j + h][1] = int8x2_to_bf16x2(lo, 2);
+        a[2 * j + h][1] = int8x2_to_bf16x2(lo, 1);
         a[2 * j + h][2] = int8x2_to_bf16x2(hi, 0);
-        a[2 * j + h][3] = int8x2_to_bf16x2(hi, 2);
+        a[2 * j + h][3] = int8x2_to_bf16x2(hi, 1);
       }
     }
   }

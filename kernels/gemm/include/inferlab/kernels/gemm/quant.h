@@ -11,7 +11,9 @@
 // a4 a5 = (row g, cols 2t+8, 2t+9), a6 a7 = (row g+8, cols 2t+8, 2t+9)  (PTX m16n8k16 A layout).
 // One such 512-byte "chunk" covers 16 rows × C columns, C = 64 (int4), 32 (int8), 32 (sparse24);
 // chunks are ordered [row tile n/16][k/C].
-//   int8     chunk: per k16 step j (2 of them) the 8 bytes a0..a7 (two's complement);
+//   int8     chunk: per k16 step j (2 of them) the 8 bytes a0 a2 a1 a3 a4 a6 a5 a7 (two's complement), so
+//            that a 32-bit word's bytes 0 and 2 hold the pair of one A register and bytes 1 and 3 the
+//            next's: word & 0x00FF00FF and (word >> 8) & 0x00FF00FF put a pair in the halves;
 //            scales: fp32 [n], w = q · s.
 //   int4     chunk: per k16 step j (4 of them) one 32-bit word with nibbles (low to high)
 //            a0 a2 a4 a6 a1 a3 a5 a7, so that (word >> 4i) & 0x000F000F holds the pair of A
