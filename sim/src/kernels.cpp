@@ -118,24 +118,26 @@ const WoLoop& wo_loop(WeightFormat f, int m_tiles, int blocks_per_sm, bool share
 // gemm/weight_only_sm90 (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90.cu.o): one unit (a
 // 128-column group of the warp's 16 rows: 8 wgmma k16 steps, the unit's copies issued) for one warp,
 // N = 16, 32, 64 tokens; the steady-state path only (sass-chain.py's path: the stretch's write-out,
-// taken once or twice a block, left out). HADD2/HFMA2 count on the fp32 pipe.
-constexpr LoopCounts kWgInt4[] = {{8, 2, 72, 214, 4, 17, 18, 13}, {8, 2, 80, 224, 4, 18, 24, 13}, {8, 2, 96, 245, 4, 20, 23, 13}};
-constexpr LoopCounts kWgInt8[] = {{8, 2, 8, 223, 4, 19, 23, 13}, {8, 2, 16, 275, 4, 20, 9, 17}, {8, 2, 32, 279, 4, 22, 23, 13}};
+// taken once or twice a block, left out). HADD2/HFMA2 count on the fp32 pipe. Read again from 9da17cd's SASS
+// (nvcc 13.0) for both Hopper rungs' int4 and int8: until then each format held the other's loop (int4 the float route's
+// 64 FADD a unit, int8 int4's HFMA2s counted as ALU), which moved 17 committed points' predictions by at most 2.7%.
+constexpr LoopCounts kWgInt4[] = {{8, 2, 40, 187, 4, 19, 23, 13}, {8, 2, 48, 227, 4, 20, 10, 17}, {8, 2, 64, 216, 4, 22, 23, 13}};
+constexpr LoopCounts kWgInt8[] = {{8, 2, 40, 182, 4, 17, 18, 13}, {8, 2, 48, 190, 4, 18, 24, 13}, {8, 2, 64, 209, 4, 20, 23, 13}};
 // Its chain per unit (sass-chain.py --warpgroups 4 for N = 16 and 32: two blocks an SM; 2 for N = 64).
 // The unit's fence.proxy.async (SASS: MEMBAR.ALL.CTA, before the unit's barrier) waits for every
 // copy the thread has in flight, the next units' included: each unit waits one DRAM latency for the
 // copies the previous unit issued, however many stages the ring has (measured ~1.6 us a unit at
 // every N, kernels/gemm/NOTES.md).
-constexpr Chain kWgChainInt4[] = {{922.8, 559.0}, {1173.8, 550.0}, {1244.7, 605.0}};
-constexpr Chain kWgChainInt8[] = {{846.3, 443.0}, {1187.4, 437.6}, {1221.4, 492.6}};
+constexpr Chain kWgChainInt4[] = {{818.9, 441.6}, {1154.4, 436.6}, {1162.4, 493.6}};
+constexpr Chain kWgChainInt8[] = {{830.8, 460.0}, {1096.8, 468.0}, {1185.7, 539.0}};
 // gemm/weight_only_sm90_tma (inferlab_kernels_sm90a.dir/gemm/src/weight_only_sm90_tma.cu.o): a consumer
 // warp's steady-state path per unit (sass-chain.py --warpgroups 4 for N = 16 and 32, two blocks an SM; 2
 // for N = 64): its per-pipe counts and its chain with no DRAM wait (the producer's copies are off the
-// consumers' path).
-constexpr LoopCounts kTmaInt4[] = {{8, 0, 72, 173, 0, 4, 0, 29}, {8, 0, 80, 173, 0, 4, 0, 29}, {8, 0, 96, 173, 0, 4, 0, 29}};
-constexpr LoopCounts kTmaInt8[] = {{8, 0, 8, 162, 0, 4, 0, 29}, {8, 0, 16, 161, 0, 4, 0, 29}, {8, 0, 32, 161, 0, 4, 0, 29}};
-constexpr double kTmaChainInt4[] = {664.4, 943.8, 965.8};
-constexpr double kTmaChainInt8[] = {627.0, 905.4, 892.8};
+// consumers' path). Read again from 9da17cd's SASS as the wgmma rung's above (the formats had been swapped).
+constexpr LoopCounts kTmaInt4[] = {{8, 0, 40, 130, 0, 4, 0, 29}, {8, 0, 48, 129, 0, 4, 0, 29}, {8, 0, 64, 129, 0, 4, 0, 29}};
+constexpr LoopCounts kTmaInt8[] = {{8, 0, 40, 141, 0, 4, 0, 29}, {8, 0, 48, 141, 0, 4, 0, 29}, {8, 0, 64, 141, 0, 4, 0, 29}};
+constexpr double kTmaChainInt4[] = {628.4, 902.8, 914.8};
+constexpr double kTmaChainInt8[] = {611.4, 891.8, 898.8};
 // 2:4 (the same kernel, sparse24): 4 wgmma.sp k32 a unit on the stored fragments, no conversion.
 constexpr LoopCounts kTmaSparse[] = {{4, 0, 8, 65, 0, 8, 0, 21}, {4, 0, 16, 65, 0, 8, 0, 21}, {4, 0, 32, 53, 0, 8, 0, 21}};
 constexpr double kTmaChainSparse[] = {338.2, 474.4, 481.4};
