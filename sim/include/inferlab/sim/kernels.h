@@ -267,9 +267,14 @@ constexpr int weight_only_tma_blocks_per_sm(int tokens) { return tokens <= 32 ? 
 // reductions (defa2f6), int8 two (H200, the same four shapes, one / two / four: 38.3, 38.2 / 36.0, 36.2 / 35.3, 35.3;
 // 37.5, 37.6 / 35.1, 34.7 / 35.2, 35.3; 17.7, 17.7 / 18.5, 18.1 / 18.7, 18.7; 12.2, 12.1 / 12.1, 12.2 / 12.6, 12.8:
 // a Llama-3-8B layer's seven 3.3% faster with two, 2.9% with four) and 2:4 two (four: within noise, r28).
+// Since int8's pairs are two lop3 and an FMA (9da17cd, a shorter consumer chain), int8 at 32 tokens two (H200,
+// bench_gemm, three rounds, us, the same four shapes, one -> two: 27.6, 27.7, 26.9 -> 25.9, 26.0, 26.0; 26.9, 27.0,
+// 27.0 -> 26.5, 26.5, 26.2; 13.6, 13.7, 13.6 -> 14.1, 14.0, 14.1; 10.2, 10.2, 10.1 -> 10.0, 9.9, 9.9: the layer's
+// seven 2.4% faster); at 64 tokens it keeps two (four: 34.1, 34.0, 34.0 -> 33.3, 33.0, 33.1 on 14336 x 4096 but
+// +0.1 / +1.3 / +2.7% on the others, the layer 0.4% faster: within the rounds' spread).
 constexpr int weight_only_tma_producers(WeightFormat f, int tokens) {
   return tokens == 64   ? (f == WeightFormat::int4 ? 4 : 2)
-         : tokens == 32 ? (f == WeightFormat::int4 ? 2 : 1)
+         : tokens == 32 ? (f == WeightFormat::int4 || f == WeightFormat::int8 ? 2 : 1)
                         : 1;
 }
 // Whether a unit's weight lands as one box of a 3-d tensor map (the 8 row tiles' chunks of the group) or as one
