@@ -91,11 +91,12 @@ constexpr WoLoop kWoInt4[] = {{6, {24, 0, 42, 242, 0, 29, 0, 12}, {1044, 949}},
                               {8, {128, 0, 200, 479, 0, 105, 0, 17}, {1922, 1690}},
                               {4, {128, 0, 196, 393, 0, 94, 0, 28}, {3394, 3164}},   // spills: LDL on the chain
                               {4, {32, 0, 52, 223, 0, 33, 0, 12}, {1276.6, 1143.6}}};  // m_tiles 2, 4 blocks an SM
-constexpr WoLoop kWoInt8[] = {{6, {12, 0, 96, 220, 0, 13, 0, 10}, {754, 618}},
-                              {8, {32, 0, 128, 341, 0, 32, 0, 12}, {1362, 1221}},
-                              {8, {64, 0, 128, 375, 0, 48, 0, 19}, {1452, 1292}},
-                              {4, {64, 0, 64, 231, 0, 41, 0, 12}, {1024, 811}},
-                              {4, {16, 0, 64, 177, 0, 17, 0, 9}, {728, 586}}};
+// int8 read again from 9da17cd's SASS (its pairs by two lop3 and an FMA, kernels/gemm/NOTES.md r29).
+constexpr WoLoop kWoInt8[] = {{6, {12, 0, 48, 172, 0, 13, 0, 10}, {679, 552}},
+                              {8, {32, 0, 64, 277, 0, 32, 0, 12}, {1313, 1180}},
+                              {8, {64, 0, 64, 311, 0, 48, 0, 19}, {1413, 1268}},
+                              {4, {64, 0, 32, 199, 0, 41, 0, 12}, {1033, 815}},
+                              {4, {16, 0, 32, 145, 0, 17, 0, 8}, {680, 546}}};
 // int8 on shared tiles (m = 1, Share::warp; Share::block 211 instructions, 640 / 513 cycles): the weight as fp16 against
 // X's row converted once (w9, NOTES.md). The plain entries stand for int4's and 2:4's shared loops: int4's are within
 // 5% of its plain loop (366 / 367 instructions against 349), 2:4's Share::warp loop too (183 against 185), while its

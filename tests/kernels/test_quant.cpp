@@ -170,6 +170,14 @@ TEST(Quant, FragmentLayoutPutsEachValueWhereTheTensorCoreWantsIt) {
   std::memcpy(&s, p.scales.data() + 5 * 4, 4);  // row 5's scale
   // lane 21 = (g 5, t 1), step 1, value 4: row 5, col 16 + 2 + 8 = 26
   EXPECT_NEAR(float(int8_t(p.values[21 * 16 + 8 + 4])) * s, w[std::size_t(5 * k + 26)], 0.5f * s);
+  // A word's bytes are a0 a2 a1 a3 (dequant.cuh's pairs: bytes 0 and 2, 1 and 3): value 1 (row 5, col 16 + 2 + 1 = 19)
+  // in byte 2, value 2 (row 13, col 18) in byte 1; value 5 (row 5, col 27) in byte 6.
+  float s13;
+  std::memcpy(&s13, p.scales.data() + 13 * 4, 4);
+  EXPECT_NEAR(float(int8_t(p.values[21 * 16 + 8 + 2])) * s, w[std::size_t(5 * k + 19)], 0.5f * s);
+  EXPECT_NEAR(float(int8_t(p.values[21 * 16 + 8 + 1])) * s13, w[std::size_t(13 * k + 18)], 0.5f * s13);
+  EXPECT_NEAR(float(int8_t(p.values[21 * 16 + 8 + 6])) * s, w[std::size_t(5 * k + 27)], 0.5f * s);
+  EXPECT_GT(std::fabs(w[std::size_t(5 * k + 19)] - w[std::size_t(13 * k + 18)]), 1.f);  // the two places differ
   // int4: the nibble of value 1 of step 0 of lane 0 is slot 4 (the word's high half): row 0, col 1.
   std::vector<float> w4(std::size_t(16 * 128), 0.f);
   for (int64_t r = 0; r < 16; ++r) w4[std::size_t(r * 128)] = -1.f, w4[std::size_t(r * 128 + 127)] = 14.f;  // s = 1, z = 1

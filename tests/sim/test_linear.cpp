@@ -924,10 +924,11 @@ TEST(WeightOnlyModel, Int8OnSharedTilesWaitsNoScalesRoundTrip) {
   KernelLaunch plain;
   weight_only_prediction(hw, 2, 4096, 14336, WeightFormat::int8, &plain, WeightOnlyKernel::mma);
   EXPECT_DOUBLE_EQ(plain.wave_round_trips, 3 + 1);
-  // The shared loop issues fewer instructions for the same chunks.
+  // The shared loop (fp16: a prmt and a subtraction a pair) issues fewer instructions for the same chunks than the plain
+  // one (bf16: two lop3 and an FMA a pair since 9da17cd, five instructions before): 211 against 255 per 6 chunks.
   KernelLaunch shared_int8;
   weight_only_prediction(hw, 1, 4096, 4096, WeightFormat::int8, &shared_int8, WeightOnlyKernel::mma);
-  EXPECT_LT(shared_int8.work.warp_instructions(), 0.7 * plain.work.warp_instructions() * 4096 / 14336);
+  EXPECT_LT(shared_int8.work.warp_instructions(), 0.9 * plain.work.warp_instructions() * 4096 / 14336);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
-// The weight-only kernels' dequantization, shared by the mma kernel (weight_only.cu) and the wgmma
-// kernel (weight_only_sm90.cu): packed values to the bf16x2 A-fragment registers, exactly.
+// The weight-only kernels' dequantization, shared by the mma kernels (weight_only.cu, weight_only_mma_tma.cu) and the
+// wgmma kernels (weight_only_sm90.cu, weight_only_sm90_tma.cu): packed values to the A-fragment registers, exactly.
 #include <cstdint>
 
 namespace inferlab {

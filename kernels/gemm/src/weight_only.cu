@@ -15,8 +15,9 @@
 //   3. per chunk: dequantize in registers — int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2
 //      of 128 + q exactly (the 128 and the zero point leave at the group's end with the group's sum
 //      of X); int8 on shared tiles (m = 1): 1024 + q + 128 built as an fp16's bits, minus the constant,
-//      against X's row converted to fp16 (scaled per slice) once in shared memory; else q + 2^23 + 128
-//      built as a float's bits, minus the constant — then mma.sync m16n8k16; sparse24: the compressed
+//      against X's row converted to fp16 (scaled per slice) once in shared memory; else a pair's bytes
+//      (quant.h's order a0 a2 a1 a3) as bf16x2 halves 0x4300 | (b & 0x7F) less 0x4300 | (b & 0x80), two
+//      lop3 and one FMA (dequant.cuh) — then mma.sync m16n8k16; sparse24: the compressed
 //      values and their metadata go to mma.sp m16n8k32 as they are. int4's group scale and int8's channel scale multiply the fp32 accumulators (per group
 //      and at the end), so the tensor cores see small integers (int4: 128 + q), exactly;
 //      the chunk kDepth ahead is loaded as soon as a register slot frees;
@@ -385,7 +386,7 @@ __global__ void __launch_bounds__(kThreads, B) weight_only_kernel(const __grid_c
           const uint32_t words[4] = {cur.x, cur.y, cur.z, cur.w};
 #pragma unroll
           for (int jj = 0; jj < 2; ++jj) {
-            const uint32_t lo = words[2 * jj], hi = words[2 * jj + 1];  // a0..a3, a4..a7
+            const uint32_t lo = words[2 * jj], hi = words[2 * jj + 1];  // bytes a0 a2 a1 a3, a4 a6 a5 a7
             if constexpr (kF16) {
               const uint32_t a[4] = {int8x2_to_f16x2(lo, 0), int8x2_to_f16x2(lo, 1), int8x2_to_f16x2(hi, 0),
                                      int8x2_to_f16x2(hi, 1)};

@@ -22,7 +22,7 @@
 //     and the group's scale multiplies it into the fp32 result once its products are done. (The mma
 //     kernel folds the zero point into each group's Σx instead; here X streams through the ring a
 //     group at a time, and summing it would be one more pass over every stage.) int8: the
-//     byte-permute conversion of weight_only.cu, products straight into the result, the channel
+//     conversion of weight_only.cu (two lop3 and an FMA a pair, dequant.cuh), products straight into the result, the channel
 //     scale at the end;
 //   - per unit every thread waits for its own copies, fences them to the tensor cores' proxy and meets
 //     the block at a barrier; then dequantization, the 8 products (waited for: wait_group 0) and the

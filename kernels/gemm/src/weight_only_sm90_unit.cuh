@@ -80,7 +80,8 @@ __device__ __forceinline__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
 // g + 8). int4: (w >> 4i) & 0x000F000F | 0x43004300 is a bf16x2 of 128 + q exactly (weight_only.cu); one
 // bf16x2 FMA per register takes the stored 128 + z away (exact: small integers), so the products are
 // Σ (q − z)·x and the group's scale (srow: the unit's scales of this warp's 16 rows) multiplies them.
-// int8: the byte-permute conversion of weight_only.cu; the channel scale comes at the write-out.
+// int8: dequant.cuh's conversion (two lop3 and an FMA a pair, the word's bytes a0 a2 a1 a3); the channel scale comes at
+// the write-out.
 template <bool kInt4>
 __device__ __forceinline__ void dequant_unit(const uint4* wl, const uint32_t* srow, int g, uint32_t (&a)[8][4],
                                              float& sc0, float& sc1) {
@@ -111,7 +112,7 @@ __device__ __forceinline__ void dequant_unit(const uint4* wl, const uint32_t* sr
       const uint4 c = wl[j * 32];
       const uint32_t words[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // k16 step 2j + h: bytes a0..a3, a4..a7
+      for (int h = 0; h < 2; ++h) {  // k16 step 2j + h: bytes a0 a2 a1 a3, a4 a6 a5 a7
         const uint32_t lo = words[2 * h], hi = words[2 * h + 1];
         a[2 * j + h][0] = int8x2_to_bf16x2(lo, 0);
         a[2 * j + h][1] = int8x2_to_bf16x2(lo, 1);
