@@ -56,6 +56,10 @@ nlohmann::json pipes_json(const PipeMeasurements& m) {
   put("sm_bandwidth_gb_s", single_sm_bandwidth(m.sm_bandwidth) / 1e9, "read kernel on 1..8 SMs (1024 threads each), the best per SM");
   put("launch_floor_eager_us", m.launch_floor_eager_s * 1e6, "one empty kernel of one block between CUDA events, median");
   put("launch_floor_graph_us", m.launch_floor_graph_s * 1e6, "a CUDA graph of 100 empty kernels between events, per node");
+  put("launch_floor_library_us", m.launch_floor_library_s * 1e6,
+      "cublasGemmEx bf16 (DenseGemm) of 1 x 256 x 256 between CUDA events, its operands in L2, median");
+  put("launch_floor_library_fp8_us", m.launch_floor_library_fp8_s * 1e6,
+      "cuBLASLt e4m3 (DenseGemm) of 16 x 256 x 256 between CUDA events, its operands in L2, median");
   p["sources"] = src;
   nlohmann::json sweep = nlohmann::json::array();
   for (const auto& [n, bw] : m.sm_bandwidth) sweep.push_back({{"sms", n}, {"gb_s", bw / 1e9}});

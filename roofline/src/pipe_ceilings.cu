@@ -28,6 +28,7 @@
 
 #include "inferlab/kernels/common/check.h"
 #include "inferlab/kernels/common/device_buffer.h"
+#include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/roofline/timing.h"
 
 namespace inferlab {
@@ -402,6 +403,27 @@ PipeMeasurements measure_pipes(bool quick) {
     INFERLAB_CUDA_CHECK(cudaGraphExecDestroy(exec));
     INFERLAB_CUDA_CHECK(cudaGraphDestroy(g));
     INFERLAB_CUDA_CHECK(cudaStreamDestroy(s));
+  }
+  {  // the library's floor: its GEMM on a tiny problem, timed as the experiments time a library call (events, the
+     // stream gated), its operands left in L2 so that no DRAM round trip is in it (the model charges those apart)
+    TimingOptions one = t;
+    one.repeats = quick ? 5 : 50;
+    auto tiny = [&](DType dtype, int rows) {
+      constexpr int kSide = 256;
+      const DenseGemm gemm(dtype, rows, kSide, kSide);
+      const std::size_t in = std::size_t(dtype_bytes(dtype));
+      DeviceBuffer<unsigned char> x(std::size_t(rows) * kSide * in), w(std::size_t(kSide) * kSide * in),
+          y(std::size_t(rows) * kSide * 2);
+      INFERLAB_CUDA_CHECK(cudaMemset(x.get(), 0, std::size_t(rows) * kSide * in));
+      INFERLAB_CUDA_CHECK(cudaMemset(w.get(), 0, std::size_t(kSide) * kSide * in));
+      return time_cuda([&] { gemm.run(x.get(), w.get(), y.get(), one.stream); }, one).median_s;
+    };
+    m.launch_floor_library_s = tiny(DType::bf16, 1);
+    int device = 0, major = 0, minor = 0;
+    INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major * 10 + minor >= 89) m.launch_floor_library_fp8_s = tiny(DType::fp8_e4m3, 16);  // cuBLASLt: rows % 16
   }
   return m;
 }

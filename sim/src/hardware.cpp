@@ -73,6 +73,8 @@ constexpr PipeField kPipeFields[] = {
     {"bulk_copy_l2_gb_s", kGiga, &PipeCeilings::bulk_copy_l2_bandwidth},
     {"launch_floor_eager_us", 1e-6, &PipeCeilings::launch_floor_eager_s},
     {"launch_floor_graph_us", 1e-6, &PipeCeilings::launch_floor_graph_s},
+    {"launch_floor_library_us", 1e-6, &PipeCeilings::launch_floor_library_s},
+    {"launch_floor_library_fp8_us", 1e-6, &PipeCeilings::launch_floor_library_fp8_s},
 };
 
 // Reads the fields present in `j` (a "pipes" object) over `p`, labelling each with `label` unless
@@ -149,6 +151,10 @@ void derive_pipes(Hardware& h) {
        "the launch overhead figure");
   fill(&PipeCeilings::launch_floor_graph_s, "launch_floor_graph_us", 0.5 * p.launch_floor_eager_s,
        "estimate: half the eager floor inside a CUDA graph");
+  fill(&PipeCeilings::launch_floor_library_s, "launch_floor_library_us", p.launch_floor_eager_s,
+       "estimate: the eager floor (a library call not measured)");
+  fill(&PipeCeilings::launch_floor_library_fp8_s, "launch_floor_library_fp8_us", p.launch_floor_library_s,
+       "estimate: the bf16 library floor (cuBLASLt's fp8 call not measured)");
 }
 
 }  // namespace

@@ -69,7 +69,14 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
                   : 0.0;
   const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s + epilogue);
   const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
-  const double floor = k.launch == LaunchMode::graph ? c.launch_floor_graph_s : c.launch_floor_eager_s;
+  // A library launch (cuBLAS, cuBLASLt) costs at least the library's own floor: its call on a tiny problem, measured
+  // (`inferlab ceilings`), which holds what the library does beyond its kernel's work (the H200: 2-3 us beyond the
+  // eager floor at every shape, kernels/gemm/NOTES.md r30).
+  const bool fp8_library = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2;
+  const double library_floor = fp8_library ? c.launch_floor_library_fp8_s : c.launch_floor_library_s;
+  const double floor = k.launch == LaunchMode::graph   ? c.launch_floor_graph_s
+                       : k.tensor == TensorPath::library ? std::max(c.launch_floor_eager_s, library_floor)
+                                                         : c.launch_floor_eager_s;
   const double core = k.memory_overlapped ? std::max({pipes, memory, latency}) : std::max(pipes + memory, latency);
   const double atomics = (k.atomics > 0 ? k.atomics / (c.l2_atomics_per_clk * c.sm_clock_hz) : 0.0) +
                         (k.vector_reductions > 0 ? k.vector_reductions / (c.l2_red_vector_per_clk * c.sm_clock_hz) : 0.0);

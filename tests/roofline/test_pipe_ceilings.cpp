@@ -27,7 +27,9 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   m.dram_latency_loaded_s = 1.1e-6;
   m.sm_bandwidth = {{1, 70e9}, {132, 3000e9}};
   m.launch_floor_eager_s = 2.5e-6;
+  m.launch_floor_library_s = 5.5e-6;  // fp8's not measured (launch_floor_library_fp8_s 0)
   const nlohmann::json pj = pipes_json(m);
+  EXPECT_FALSE(pj.contains("launch_floor_library_fp8_us"));
   EXPECT_NEAR(pj.at("mufu_lanes").get<double>(), 16.0, 1e-9);
   EXPECT_FALSE(pj.contains("alu_lanes"));  // not measured: the derived value stays
   EXPECT_EQ(pj.at("sm_bandwidth_sweep").size(), 2u);
@@ -40,6 +42,8 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   EXPECT_DOUBLE_EQ(h.pipes.dram_latency_s, 1.1e-6);
   EXPECT_DOUBLE_EQ(h.pipes.sm_bandwidth, 70e9);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_eager_s, 2.5e-6);
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 5.5e-6);
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 5.5e-6);  // derived from the bf16 one
   EXPECT_EQ(h.pipes.sources.at("mufu_lanes").rfind("measured", 0), 0u);
   EXPECT_EQ(h.pipes.sources.at("alu_lanes").rfind("derived", 0), 0u);
 }
@@ -50,7 +54,7 @@ TEST(PipeCeilings, EveryHardwareFileHasLabelledPipes) {
     EXPECT_GT(h.pipes.tensor_flops_per_clk, 0) << id;
     EXPECT_GT(h.pipes.mufu_lanes, 0) << id;
     for (const char* k : {"sm_clock_mhz", "tensor_flops_per_clk", "mufu_lanes", "cvt_lanes", "dram_latency_us",
-                          "launch_floor_eager_us"})
+                          "launch_floor_eager_us", "launch_floor_library_us", "launch_floor_library_fp8_us"})
       EXPECT_TRUE(h.pipes.sources.count(k)) << id << " " << k;
   }
 }

@@ -153,6 +153,25 @@ TEST(Hardware, TheVectorReductionRateFollowsTheScalarOneWhereNotMeasured) {
   EXPECT_EQ(h200.pipes.sources.at("l2_atomics_per_clk").rfind("measured", 0), 0u);
 }
 
+// The library's launch floor: the eager floor until `inferlab ceilings` measures a tiny library GEMM; fp8's follows
+// the bf16 one until measured itself; both follow a measured eager floor where they are derived.
+TEST(Hardware, TheLibraryFloorIsTheEagerOneWhereNotMeasured) {
+  Hardware h = load_hardware("h100-sxm-80gb", CeilingsMode::datasheet);
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, h.pipes.launch_floor_eager_s);
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, h.pipes.launch_floor_eager_s);
+  EXPECT_EQ(h.pipes.sources.at("launch_floor_library_us").rfind("derived", 0), 0u);
+  const nlohmann::json e = {{"date", "2026-01-01"}, {"ceilings", {{"pipes", {{"launch_floor_eager_us", 3.5}}}}}};
+  apply_measured(h, e, "h100-sxm-80gb.measured.json");
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 3.5e-6);
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 3.5e-6);
+  const nlohmann::json l = {{"date", "2026-01-01"},
+                            {"ceilings", {{"pipes", {{"launch_floor_library_us", 5.25}, {"launch_floor_eager_us", 3.5}}}}}};
+  apply_measured(h, l, "h100-sxm-80gb.measured.json");
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 5.25e-6);
+  EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 5.25e-6);  // derived from the measured bf16 floor
+  EXPECT_EQ(h.pipes.sources.at("launch_floor_library_us").rfind("measured", 0), 0u);
+}
+
 TEST(Hardware, ShippedMeasuredFilesAreUsedWhenAsked) {
   for (const auto& id : known_hardware()) {
     SCOPED_TRACE(id);

@@ -668,6 +668,25 @@ Prediction weight_only_prediction(const Hardware& hw, int64_t m, int64_t n, int6
   return predict(op, hw);
 }
 
+// A library launch (cuBLAS bf16, cuBLASLt fp8) costs at least the library's measured floor, each format its own; the
+// project's kernels keep the eager floor.
+TEST(Linear, TheLibrarysFloorIsChargedOnItsLaunchesOnly) {
+  Hardware hw = load_hardware("h100-sxm-80gb", CeilingsMode::measured);
+  const double eager = hw.pipes.launch_floor_eager_s;
+  const Prediction bf16 = weight_only_prediction(hw, 1, 14336, 4096, WeightFormat::bf16);
+  const Prediction fp8 = weight_only_prediction(hw, 1, 14336, 4096, WeightFormat::fp8);
+  const Prediction int4 = weight_only_prediction(hw, 1, 14336, 4096, WeightFormat::int4);
+  Hardware slow = hw;
+  slow.pipes.launch_floor_library_s = eager + 3e-6;
+  slow.pipes.launch_floor_library_fp8_s = eager + 1e-6;
+  EXPECT_NEAR(weight_only_prediction(slow, 1, 14336, 4096, WeightFormat::bf16).time_s, bf16.time_s + 3e-6, 1e-12);
+  EXPECT_NEAR(weight_only_prediction(slow, 1, 14336, 4096, WeightFormat::fp8).time_s, fp8.time_s + 1e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(weight_only_prediction(slow, 1, 14336, 4096, WeightFormat::int4).time_s, int4.time_s);
+  Hardware fast = hw;  // a library floor below the eager one is not charged: a launch costs that at least
+  fast.pipes.launch_floor_library_s = fast.pipes.launch_floor_library_fp8_s = 0.5 * eager;
+  EXPECT_DOUBLE_EQ(weight_only_prediction(fast, 1, 14336, 4096, WeightFormat::bf16).time_s, bf16.time_s);
+}
+
 // wgmma_tma: a block's copies arrive at one copying thread's bulk-copy rate (PipeCeilings::bulk_copy_*: the
 // probe's 44.4 GB/s from HBM, 31.3 from L2), whatever its producer count (int8 at 64 tokens: two since 20d9ab0). On
 // 1024 x 4096 at 64 tokens an int8 block copies 4 units of 32 KB (16 KB of weight, 16 KB of X): 3.6 us, twice its consumers' chain, so it

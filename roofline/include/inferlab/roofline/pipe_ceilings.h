@@ -39,6 +39,7 @@ struct PipeMeasurements {
   std::vector<std::pair<int, double>> l2_atomics_split;  // (blocks adding into the same words, reductions per clock)
   std::vector<std::pair<int, double>> sm_bandwidth;  // (SMs reading, bytes/s)
   double launch_floor_eager_s = 0, launch_floor_graph_s = 0;
+  double launch_floor_library_s = 0, launch_floor_library_fp8_s = 0;  // a tiny library GEMM in L2 (fp8: 0 before sm_89)
 };
 
 // The bandwidth one SM reaches: the largest bytes/s per SM over the sweep's points with at most 8 SMs

@@ -50,6 +50,10 @@ struct PipeCeilings {
   double bulk_copy_l2_bandwidth = 0;
   double launch_floor_eager_s = 0;  // an event-timed launch of a near-empty kernel
   double launch_floor_graph_s = 0;  // the same kernel as a node of a CUDA graph
+  // An event-timed call of the library's GEMM on a tiny problem held in L2 (cuBLAS bf16; cuBLASLt fp8): what a
+  // library launch costs beyond its work. Not measured: the eager floor.
+  double launch_floor_library_s = 0;
+  double launch_floor_library_fp8_s = 0;
   std::map<std::string, std::string> sources;  // field -> "datasheet: ...", "derived: ...", "measured: ..."
 };
 
