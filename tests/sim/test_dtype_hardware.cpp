@@ -160,12 +160,15 @@ TEST(Hardware, TheLibraryFloorIsTheEagerOneWhereNotMeasured) {
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, h.pipes.launch_floor_eager_s);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, h.pipes.launch_floor_eager_s);
   EXPECT_EQ(h.pipes.sources.at("launch_floor_library_us").rfind("derived", 0), 0u);
-  const nlohmann::json e = {{"date", "2026-01-01"}, {"ceilings", {{"pipes", {{"launch_floor_eager_us", 3.5}}}}}};
+  const nlohmann::json e = {{"date", "2026-01-01"},
+                            {"ceilings", {{"memory_bandwidth_gb_s", 3000.0}, {"pipes", {{"launch_floor_eager_us", 3.5}}}}}};
   apply_measured(h, e, "h100-sxm-80gb.measured.json");
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 3.5e-6);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 3.5e-6);
   const nlohmann::json l = {{"date", "2026-01-01"},
-                            {"ceilings", {{"pipes", {{"launch_floor_library_us", 5.25}, {"launch_floor_eager_us", 3.5}}}}}};
+                            {"ceilings",
+                             {{"memory_bandwidth_gb_s", 3000.0},
+                              {"pipes", {{"launch_floor_library_us", 5.25}, {"launch_floor_eager_us", 3.5}}}}}};
   apply_measured(h, l, "h100-sxm-80gb.measured.json");
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 5.25e-6);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 5.25e-6);  // derived from the measured bf16 floor
