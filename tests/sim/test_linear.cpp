@@ -682,6 +682,13 @@ TEST(Linear, TheLibrarysFloorIsChargedOnItsLaunchesOnly) {
   EXPECT_NEAR(weight_only_prediction(slow, 1, 14336, 4096, WeightFormat::bf16).time_s, bf16.time_s + 3e-6, 1e-12);
   EXPECT_NEAR(weight_only_prediction(slow, 1, 14336, 4096, WeightFormat::fp8).time_s, fp8.time_s + 1e-6, 1e-12);
   EXPECT_DOUBLE_EQ(weight_only_prediction(slow, 1, 14336, 4096, WeightFormat::int4).time_s, int4.time_s);
+  // Inside a CUDA graph a library launch costs the graph's floor, as every node does: the library floor is eager's.
+  Op graph_op = linear_cost({1, 14336, 4096}, WeightFormat::bf16);
+  graph_op.kernels = linear_kernels(1, 14336, 4096, WeightFormat::bf16, hw, WeightOnlyKernel::automatic);
+  for (auto& k : graph_op.kernels) k.launch = LaunchMode::graph;
+  ASSERT_EQ(graph_op.kernels.at(0).tensor, TensorPath::library);
+  EXPECT_DOUBLE_EQ(predict(graph_op, slow).time_s, predict(graph_op, hw).time_s);
+  EXPECT_LT(predict(graph_op, hw).time_s, bf16.time_s);  // the graph's floor is below the eager one
   Hardware fast = hw;  // a library floor below the eager one is not charged: a launch costs that at least
   fast.pipes.launch_floor_library_s = fast.pipes.launch_floor_library_fp8_s = 0.5 * eager;
   EXPECT_DOUBLE_EQ(weight_only_prediction(fast, 1, 14336, 4096, WeightFormat::bf16).time_s, bf16.time_s);
