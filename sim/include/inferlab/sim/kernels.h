@@ -328,7 +328,10 @@ constexpr int kMmaTmaConsumerWarps = 16;
 // bench_gemm, two machines, in-flight limited by the producer, us, 8 -> 3 / 4 stages): int4 m = 1 14336 x 4096 18.4 ->
 // 17.4 / 18.1 (the other machine 18.4 -> - / 17.7), 4096 x 14336 17.6 -> 17.1 / 17.2, 16 tokens on 14336 x 4096 19.8 ->
 // 19.1 / 19.6, 8 tokens 17.3 -> 17.1 / 16.7; int8 m = 1 14336 x 4096 25.6 -> 25.6 / 25.1 (25.8 -> - / 25.2), 4096 x
-// 14336 25.3 -> 24.9 / 24.8; 4096 x 4096 and 1024 x 4096 within 0.1.
+// 14336 25.3 -> 24.9 / 24.8; 4096 x 4096 and 1024 x 4096 within 0.1. The H200, whose faster stream might want more in
+// flight, measured the same (bench_gemm, main's binary and one with int4 4 / int8 6 stages alternated, three rounds, us,
+// m = 1, the four shapes 14336 x 4096 / 4096 x 14336 / 4096 x 4096 / 1024 x 4096): int4 12.3 / 12.3 / 7.2 / 5.4 against
+// 12.3 / 12.5 / 7.3 / 5.5 with 4 stages; int8 17.8 / 17.9 / 8.6 / 6.2 against 18.2 / 18.1 / 9.0 / 6.2 with 6 (NOTES r30).
 constexpr int weight_only_mma_tma_stages(WeightFormat f) { return f == WeightFormat::int4 ? 3 : 4; }
 // At 2 to 16 tokens with two stages a tile (pt = 2), a ring of 4: a pair of tiles takes slots 0-3, so each stage's slot
 // is known when the kernel is compiled; else the int4 ring's 3. Not the wide kernel (kernels/gemm/NOTES.md r21: 16.0 ->
