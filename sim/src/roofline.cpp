@@ -42,7 +42,8 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   // weight-only kernels, integer-bound with one mma per 10-20 instructions, ran at 1.77-1.81 GHz, and at 1.95-1.97 with
   // their products knocked out. The tensor instructions are the SASS counts' (PipeWork::tensor_ops), else the
   // launch's FLOPs in mma.sync m16n8k16 (4096 FLOP; 8192 at fp8).
-  const double fp8 = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2 ? 2.0 : 1.0;
+  const bool fp8_tensor = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2;
+  const double fp8 = fp8_tensor ? 2.0 : 1.0;
   const double mmas = k.tensor != TensorPath::sm ? 0.0
                       : k.work.tensor_ops > 0    ? k.work.tensor_ops / 32.0
                                                  : k.work.tensor_flops / (4096.0 * fp8);
@@ -70,10 +71,9 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const double latency = waves * (k.cta_cycles / clock + k.cta_round_trips * c.dram_latency_s + epilogue);
   const double exposed = k.sm_round_trips * c.dram_latency_s;  // persistent kernels: per SM, added
   // A library launch (cuBLAS, cuBLASLt) costs at least the library's own floor: its call on a tiny problem, measured
-  // (`inferlab ceilings`), which holds what the library does beyond its kernel's work (the H200: 2-3 us beyond the
-  // eager floor at every shape, kernels/gemm/NOTES.md r30).
-  const bool fp8_library = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2;
-  const double library_floor = fp8_library ? c.launch_floor_library_fp8_s : c.launch_floor_library_s;
+  // (`inferlab ceilings`), which holds what the library does beyond its kernel's work (the H200: its nvjet kernels take
+  // 3.5 us or more however little they do, about 2 us beyond the eager floor, kernels/gemm/NOTES.md r30).
+  const double library_floor = fp8_tensor ? c.launch_floor_library_fp8_s : c.launch_floor_library_s;
   const double floor = k.launch == LaunchMode::graph   ? c.launch_floor_graph_s
                        : k.tensor == TensorPath::library ? std::max(c.launch_floor_eager_s, library_floor)
                                                          : c.launch_floor_eager_s;
