@@ -30,7 +30,11 @@ nlohmann::json pipes_json(const PipeMeasurements& m) {
   put("mufu_lanes", m.mufu.per_sm_per_clock(), "independent ex2.approx chains on every SM");
   put("cvt_lanes", m.cvt.per_sm_per_clock(), "independent cvt.rn.bf16x2.f32 (F2FP) chains on every SM");
   put("tensor_flops_per_clk", m.tensor_mma.per_sm_per_clock(),
-      "mma.sync m16n8k16 bf16, independent accumulators on every SM (the wgmma path is cuBLAS's ceiling)");
+      "mma.sync m16n8k16 bf16, independent accumulators on every SM (wgmma: wgmma_flops_per_clk)");
+  put("wgmma_flops_per_clk", m.tensor_wgmma.per_sm_per_clock(),
+      "wgmma.m64n128k16 bf16 on random operands, one block of two warpgroups an SM, each issuing the flash kernels' "
+      "S = Q K^T (shared-memory operands) and P V (A from registers) groups of 8 back to back");
+  put("wgmma_clock_mhz", m.wgmma_clock_hz / 1e6, "clock64 ticks / globaltimer ns during the wgmma loop");
   put("issue_per_clk", m.issue_per_clk, "independent FADD/LOP3 mix of 32 warps per SM: warp instructions per SM per clock");
   put("dependent_issue_cycles", m.dependent_issue_cycles, "one warp, a chain of dependent FFMAs: clock64 ticks per FFMA");
   put("dram_latency_us", m.dram_latency_loaded_s * 1e6,

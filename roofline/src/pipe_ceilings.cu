@@ -3,6 +3,8 @@
 //                     F2FP pack, FFMA+LOP3 mix) on every SM at full occupancy; block 0 stamps clock64
 //                     and globaltimer at its start and end (the SM clock under that load)
 //   mma_kernel        mma.sync m16n8k16 bf16 into 4 independent accumulators per warp
+//   wgmma_ceiling_kernel (wgmma_ceiling.cu, sm_90a) the flash kernels' wgmma groups back to back, random operands:
+//                     FLOPs per SM per clock and the SM clock the power limit holds under them
 //   dependent_kernel  one warp, one chain of dependent FFMAs: cycles per instruction
 //   chase_kernel      pointer chase over random 4 KiB pages of 1 GiB (one thread), alone or while
 //                     every other block streams a 1 GiB buffer
@@ -30,6 +32,7 @@
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/gemm/linear.h"
 #include "inferlab/roofline/timing.h"
+#include "wgmma_ceiling.h"
 
 namespace inferlab {
 namespace {
@@ -277,6 +280,21 @@ PipeMeasurements measure_pipes(bool quick) {
     m.tensor_mma = PipeRun{warps * 4.0 * double(iters) * 4096.0, tm.median_s, clock_of(stamped()), sms};
     m.tensor_clock_hz = m.tensor_mma.clock_hz;
   }
+#ifdef INFERLAB_HAVE_SM90A
+  {  // wgmma (Hopper only: sm_90a code), one block an SM; ~5 ms a launch at full length after the warm-up's 0.25 s,
+     // so the clock is the one the power limit settles at
+    int device = 0, major = 0, minor = 0;
+    INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
+    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major == 9 && minor == 0) {
+      const int rounds = quick ? 256 : 4096;
+      const Timing tm = time_cuda([&] { launch_wgmma_ceiling(sms, rounds, stamps, fsink, t.stream); }, t);
+      m.tensor_wgmma = PipeRun{double(sms) * wgmma_ceiling_flops_per_block(rounds), tm.median_s, clock_of(stamped()), sms};
+      m.wgmma_clock_hz = m.tensor_wgmma.clock_hz;
+    }
+  }
+#endif
   {
     dependent_kernel<<<1, 32>>>(iters, 0.999f, stamps, fsink);
     INFERLAB_CHECK_LAUNCH();

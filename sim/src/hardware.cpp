@@ -54,6 +54,8 @@ constexpr PipeField kPipeFields[] = {
     {"sm_clock_mhz", 1e6, &PipeCeilings::sm_clock_hz},
     {"tensor_clock_mhz", 1e6, &PipeCeilings::tensor_clock_hz},
     {"tensor_flops_per_clk", 1, &PipeCeilings::tensor_flops_per_clk},
+    {"wgmma_flops_per_clk", 1, &PipeCeilings::wgmma_flops_per_clk},
+    {"wgmma_clock_mhz", 1e6, &PipeCeilings::wgmma_clock_hz},
     {"fp32_lanes", 1, &PipeCeilings::fp32_lanes},
     {"alu_lanes", 1, &PipeCeilings::alu_lanes},
     {"mufu_lanes", 1, &PipeCeilings::mufu_lanes},
@@ -101,10 +103,13 @@ constexpr double kVectorPerScalarReduction = 95.175 / 224.384;
 // per-SM rates of compute capability 8.x/9.0, each labelled as derived.
 void derive_pipes(Hardware& h) {
   PipeCeilings& p = h.pipes;
-  auto fill = [&](double PipeCeilings::*m, const char* key, double v, const std::string& why) {
+  auto fill_as = [&](double PipeCeilings::*m, const char* key, double v, const std::string& source) {
     if (p.*m > 0) return;
     p.*m = v;
-    p.sources[key] = "derived: " + why;
+    p.sources[key] = source;
+  };
+  auto fill = [&](double PipeCeilings::*m, const char* key, double v, const std::string& why) {
+    fill_as(m, key, v, "derived: " + why);
   };
   const double boost = h.boost_clock_mhz * 1e6, sms = double(h.sm_count);
   fill(&PipeCeilings::sm_clock_hz, "sm_clock_mhz", boost, "the boost clock of the datasheet");
@@ -114,6 +119,13 @@ void derive_pipes(Hardware& h) {
   if (t != h.tensor_dense.end())
     fill(&PipeCeilings::tensor_flops_per_clk, "tensor_flops_per_clk", t->second / (sms * p.tensor_clock_hz),
          "dense 16-bit tensor TFLOP/s / (SMs x tensor clock)");
+  // Filled once, from the datasheet's figures (an "estimate", not derived again from a measured file's: its
+  // tensor rate is the library GEMM's, 685 TFLOP/s on the H200 where wgmma reaches 855).
+  if (t != h.tensor_dense.end())
+    fill_as(&PipeCeilings::wgmma_flops_per_clk, "wgmma_flops_per_clk", t->second / (sms * p.tensor_clock_hz),
+            "estimate: the datasheet's dense 16-bit tensor TFLOP/s / (SMs x tensor clock)");
+  fill(&PipeCeilings::wgmma_clock_hz, "wgmma_clock_mhz", p.tensor_clock_hz,
+       "the tensor clock (mma.sync; not measured under wgmma, where the power limit holds the clock lower)");
   fill(&PipeCeilings::fp32_lanes, "fp32_lanes", h.vector_peak() / (2 * sms * boost), "FP32 TFLOP/s / (2 x SMs x boost clock)");
   const std::string guide = "CUDA C++ Programming Guide, arithmetic instruction throughput, compute capability 8.x/9.0";
   fill(&PipeCeilings::alu_lanes, "alu_lanes", 64, guide + " (32-bit integer add, logic, compare, min/max: 64)");

@@ -42,16 +42,16 @@ constexpr LoopCounts kOverlapD128{16, 66, 142, 99, 32, 4, 108, 41};
 constexpr LoopCounts kOverlapD128Causal{16, 66, 142, 100, 32, 4, 110, 43};
 constexpr LoopCounts kOverlapD256{20, 34, 78, 67, 16, 4, 128, 58};
 constexpr LoopCounts kOverlapD256Causal{20, 34, 78, 70, 16, 4, 131, 62};
-// Its chain per tile for one warp (scripts/sass-chain.py, same loop, --warpgroups 2 --tensor-flops-per-clk
-// 3268): SM cycles. The softmax of S_j runs while P_{j-1} V_{j-1} is in flight (the chain waits for each
-// wgmma group as WARPGROUP.DEPBAR.LE gsb0, n names it), so the chain is the warpgroup's two products back to
-// back plus the P V wait's tail: the products at the SM's measured matmul rate (788.6 TFLOP/s bf16, the
-// ceilings file: 4096 x 788.6 / 989.4 FLOP a tensor clock) shared with the other warpgroup. At the datasheet
-// rate (4096) the chains are 1522 / 1795 / 2211 / 2211; before the softmax moved between the waits (7602a85)
-// they were 2038 / 2593 / 3167 / 2888 at the datasheet rate.
-constexpr double kOverlapChainD64 = 1690, kOverlapChainD64Causal = 1694, kOverlapChainD96 = 2079,
-                 kOverlapChainD96Causal = 2079, kOverlapChainD128 = 2772, kOverlapChainD128Causal = 2772,
-                 kOverlapChainD256 = 2772, kOverlapChainD256Causal = 2772;
+// Its chain per tile for one warp (scripts/sass-chain.py, same loop, --warpgroups 2 --tensor-flops-per-clk 4096
+// --tensor-clock-ratio 1): cycles of the clock the kernel runs at. The softmax of S_j runs while P_{j-1} V_{j-1} is
+// in flight (the chain waits for each wgmma group as WARPGROUP.DEPBAR.LE gsb0, n names it), so the chain is the
+// warpgroup's two products back to back plus the P V wait's tail: the products at the SM's wgmma rate (4096 FLOP a
+// clock, PipeCeilings::wgmma_flops_per_clk; the H200 measured 4090-4100) shared with the other warpgroup. (Until
+// 2026-11-29 they were taken at the library GEMM's rate, 3268 FLOP a tensor clock: 2772 at every head dim from 128,
+// 1690-2079 below.) Before the softmax moved between the waits (7602a85) they were 2038 / 2593 / 3167 / 2888.
+constexpr double kOverlapChainD64 = 1509, kOverlapChainD64Causal = 1513, kOverlapChainD96 = 1761,
+                 kOverlapChainD96Causal = 1779, kOverlapChainD128 = 2060, kOverlapChainD128Causal = 2069,
+                 kOverlapChainD256 = 2048, kOverlapChainD256Causal = 2048;
 // attention/decode (inferlab_kernels.dir/attention/src/decode.cu.o, head dim 128, 8 or 4 warps
 // alike): one 16-token K/V tile for one warp; MT = m16 tiles of query heads (1: up to 16, 2: 32).
 constexpr LoopCounts kDecodeMt1{32, 10, 88, 353, 4, 43, 6, 17};
@@ -267,7 +267,8 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   KernelLaunch k;
   k.kernel = "flash_fwd_sm90_kernel";
   k.composition = Composition::serialized;
-  k.tensor = TensorPath::sm;
+  k.tensor = TensorPath::wgmma;
+  k.wgmma_clocked = true;
   const int64_t items = flash_items(s);
   k.ctas = std::min<int64_t>(items, hw.sm_count);
   k.ctas_per_sm = 1;
@@ -325,17 +326,21 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   // predicted slow); a chain step and no round trip: 29% fast; this: 23.7%.
   const double items_per_sm = double(ceil_div(flash_items(s), int64_t(hw.sm_count)));
   // A tile pair (both warpgroups' tiles) takes the chain, or the tensor cores' and the SFU's work one after the
-  // other if that is longer: the products at the measured matmul rate, then the exponentials at 16 a clock. The
-  // composition is what the four head dims measured (2026-11-24, the softmax between the waits; seq 16384, not
-  // causal, at the 1.755 GHz the cycles are counted in): per tile pair
-  // d64 / 96 / 128 / 256 took 2262 / 2776 / 3138 / 2740 cycles against tensor + SFU 2340 / 2982 / 3624 / 3112
-  // and the chain 1690 / 2079 / 2772 / 2772. The SFU as the mechanism was tested and is not it: a quarter of the
-  // exponentials moved to the FMA pipe (d51cdbf, reverted) predicted 7-12% faster by this sum measured 0-7% slower
-  // (kernels/attention/NOTES.md v7e). So the sum stands in for a cost of the tile pair that is not named yet.
+  // other if that is longer: the products at the SM's wgmma rate, then the exponentials at 16 a clock, in cycles of
+  // the clock the power limit holds under sustained wgmma (KernelLaunch::wgmma_clocked). That is what the four head
+  // dims measured (the H200, 2026-11-28; at the probe's 1.6 GHz, seq 16384, not causal): per tile pair d64 / 96 /
+  // 128 / 256 took 1997 / 2524 / 2879 / 2636 cycles against tensor + SFU 2080 / 2592 / 3104 / 2592 and the chain
+  // 1509 / 1761 / 2060 / 2048; ncu (--clock-control none) counted 2719 cycles a pair at head dim 128 with the
+  // tensor pipe busy 76%, at 1.71 GHz in its single launch. The ping-pong hides part of one warpgroup's softmax
+  // under the other's products at head dim 128 (the sum is 8% long there) and little of it elsewhere; the SFU as the
+  // mechanism was tested and is not it: a quarter of the exponentials moved to the FMA pipe (d51cdbf, reverted)
+  // measured 0-7% slower (kernels/attention/NOTES.md v7e). So the sum stands in for a cost of the tile pair that is
+  // not named yet. (Until 2026-11-29 the products were charged at the library GEMM's measured rate and the SM
+  // clock: that rate is cuBLAS's at 8192^3, 789 TFLOP/s on the H100 and 685 on the H200, whose SMs are the H100's
+  // and on which this kernel runs as fast: the H200's points were predicted 18.6% slow, median.)
   const double pair_flops = 2.0 * flash_wg_tile_flops(bn, s.head_dim);
-  const double pair_s = pair_flops / (hw.matmul_peak(dtype) / double(hw.sm_count)) +
-                        2.0 * 128.0 * c.mufu / hw.pipes.mufu_lanes / hw.pipes.sm_clock_hz;
-  const double step = std::max(chain, pair_s * hw.pipes.sm_clock_hz);
+  const double pair_cycles = pair_flops / hw.pipes.wgmma_flops_per_clk + 2.0 * 128.0 * c.mufu / hw.pipes.mufu_lanes;
+  const double step = std::max(chain, pair_cycles);
   k.cta_cycles = step * wg_tiles / 2.0 / double(k.ctas) + chain * items_per_sm;
   k.sm_round_trips = items_per_sm;
   // One Q buffer (head dim 256, sim/kernels.h): the producer loads the next item's Q only once the consumers
@@ -344,7 +349,7 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   // at seq 512 (16 items an SM of 8 tiles) was predicted 26-30% fast.
   if (flash_overlap_q_buffers(loop.head_dim) == 1) {
     const double q_bytes = 128.0 * double(flash_overlap_stored_columns(loop.head_dim)) * 2.0;
-    k.cta_cycles += items_per_sm * q_bytes / hw.pipes.sm_bandwidth * hw.pipes.sm_clock_hz;
+    k.cta_cycles += items_per_sm * q_bytes / hw.pipes.sm_bandwidth * hw.pipes.wgmma_clock_hz;
     k.sm_round_trips += items_per_sm;
   }
   return k;
@@ -849,7 +854,7 @@ double units_per_cta(const WeightOnlyPlan& plan) { return std::ceil(double(plan.
 void hopper_weight_only_launch(const WeightOnlyPlan& plan, int64_t k, const LoopCounts& lp, const char* name,
                                KernelLaunch& kl) {
   kl.kernel = name;
-  kl.tensor = TensorPath::sm;
+  kl.tensor = TensorPath::wgmma;
   kl.ctas = plan.ctas;
   kl.ctas_per_sm = plan.blocks_per_sm;
   kl.work.tensor_flops = 2.0 * double(plan.tokens) * double(plan.row_tiles * 128) * double(k);

@@ -44,14 +44,18 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   // launch's FLOPs in mma.sync m16n8k16 (4096 FLOP; 8192 at fp8).
   const bool fp8_tensor = k.work.tensor_dtype == DType::fp8_e4m3 || k.work.tensor_dtype == DType::fp8_e5m2;
   const double fp8 = fp8_tensor ? 2.0 : 1.0;
-  const double mmas = k.tensor != TensorPath::sm ? 0.0
-                      : k.work.tensor_ops > 0    ? k.work.tensor_ops / 32.0
-                                                 : k.work.tensor_flops / (4096.0 * fp8);
+  const bool on_sm = k.tensor == TensorPath::sm || k.tensor == TensorPath::wgmma;
+  const double mmas = !on_sm                    ? 0.0
+                      : k.work.tensor_ops > 0 ? k.work.tensor_ops / 32.0
+                                              : k.work.tensor_flops / (4096.0 * fp8);
   const bool tensor_clocked = mmas > 0 && mmas * kTensorClockedInstructions >= k.work.warp_instructions();
-  const double clock = tensor_clocked ? c.tensor_clock_hz : c.sm_clock_hz;
+  // A launch whose wgmma keep the tensor pipe busy runs at the clock the power limit holds under sustained wgmma
+  // (scripts/probes/wgmma_rate.cu, the H200: 1.58-1.62 GHz on random operands, 1.71-1.80 on zeros).
+  const double clock = k.wgmma_clocked ? c.wgmma_clock_hz : tensor_clocked ? c.tensor_clock_hz : c.sm_clock_hz;
   const double per = active * clock;
   const double tensor =
       k.tensor == TensorPath::sm        ? k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock)
+      : k.tensor == TensorPath::wgmma   ? k.work.tensor_flops / (active * c.wgmma_flops_per_clk * fp8 * clock)
       : k.tensor == TensorPath::library ? k.work.tensor_flops / (hw.matmul_peak(k.work.tensor_dtype) * active / sms)
                                         : 0.0;
   const double mufu = k.work.mufu / (c.mufu_lanes * per), fp32 = k.work.fp32 / (c.fp32_lanes * per);

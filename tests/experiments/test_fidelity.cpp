@@ -98,10 +98,14 @@ constexpr FamilyBound kBounds[] = {
     // points; 0.28 with the chain alone, 0.23 with a tile pair's tensor and SFU work serialized (sim/src/kernels.cpp
     // flash_sm90_overlapped); 0.21 with the softmax's partial maxima and sums, 0.22 after the wait's branch moved to
     // the tile's parity (the kernel changed again; measured again the same day).
-    {"flash prefill", 0.22,
-     "d128 at seq 8192-16384 predicted up to 21% slow (the tensor + SFU sum, a stand-in for the softmax's "
-     "dependency chain that ncu shows, overstates d128); d256 at seq 16384 15% slow; the item hand-off's exposed "
-     "round trip is not named"},
+    // 0.22 -> 0.20 on 2026-11-29, the kernel unchanged: a tile pair's products at the SM's wgmma rate and every cycle
+    // at the clock of sustained wgmma (`inferlab ceilings`' probe: 4079 FLOP a clock at 1587 MHz on the H200), not at
+    // the library GEMM's rate and the SM clock: median 7.1 -> 5.5%, worst 21.3 -> 19.7%; the H200 18.6 -> 5.2%.
+    {"flash prefill", 0.20,
+     "d64 at seq 512-1024 predicted up to 20% slow and d256 there up to 12% fast (the H200: 32%): an item's cost "
+     "beside its tiles grows with the head dim (about 1.2 us at d64 to 6 us at d256, measured), where the model "
+     "charges one tile's chain and a round trip; d128 causal at seq 16384 15% slow (the tensor + SFU sum, a "
+     "stand-in for the softmax's dependency chain, overstates d128, whose ping-pong hides more of it)"},
     // 2026-11-28 (kernels/gemm/NOTES.md r19): the decode kernel issues mma.sync, so it runs at the tensor clock (the
     // probe tensor_clock.cu: from one SM on, ~1.81 GHz on the H200), which moved every point ~6% slower: median 2.5 ->
     // 2.7%, worst 16.4 -> 16.3%, the worst now at batch 1 and 32k.

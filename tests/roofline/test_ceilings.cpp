@@ -78,6 +78,25 @@ TEST(Ceilings, TheL2ReductionRatesArePlausible) {
   }
 }
 
+// wgmma's rate and clock (Hopper only, compute capability 9.0): at most the architecture's 4096 FLOP an SM a clock and
+// at least 80% of it (the H200: 4090-4100, full mode), faster per clock than mma.sync (2727 there), and a clock the
+// power limit holds no higher than the tensor clock of mma.sync (1.58-1.62 against 1.81 GHz on the H200).
+TEST(Ceilings, TheWgmmaRateAndClockArePlausible) {
+  std::string why;
+  if (!gpu_available(&why)) GTEST_SKIP() << why;
+  const PipeMeasurements m = measure_pipes(true);
+  if (compute_capability() != 90) {
+    EXPECT_EQ(m.tensor_wgmma.per_sm_per_clock(), 0);
+    GTEST_SKIP() << "wgmma needs compute capability 9.0";
+  }
+  const double rate = m.tensor_wgmma.per_sm_per_clock();
+  EXPECT_GT(rate, 0.8 * 4096);
+  EXPECT_LT(rate, 1.02 * 4096);
+  EXPECT_GT(rate, 1.2 * m.tensor_mma.per_sm_per_clock());
+  EXPECT_GT(m.wgmma_clock_hz, 0.5e9);
+  EXPECT_LT(m.wgmma_clock_hz, 1.03 * m.tensor_clock_hz);
+}
+
 TEST(Ceilings, BandwidthsArePlausible) {
   std::string why;
   if (!gpu_available(&why)) GTEST_SKIP() << why;

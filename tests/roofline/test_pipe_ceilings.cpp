@@ -28,8 +28,13 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   m.sm_bandwidth = {{1, 70e9}, {132, 3000e9}};
   m.launch_floor_eager_s = 2.5e-6;
   m.launch_floor_library_s = 5.5e-6;  // fp8's not measured (launch_floor_library_fp8_s 0)
+  m.tensor_wgmma = PipeRun{4096.0 * 132 * 1.6e9 * 5e-3, 5e-3, 1.6e9, 132};
+  m.wgmma_clock_hz = 1.6e9;
   const nlohmann::json pj = pipes_json(m);
   EXPECT_FALSE(pj.contains("launch_floor_library_fp8_us"));
+  EXPECT_NEAR(pj.at("wgmma_flops_per_clk").get<double>(), 4096.0, 1e-9);
+  EXPECT_NEAR(pj.at("wgmma_clock_mhz").get<double>(), 1600.0, 1e-9);
+  EXPECT_FALSE(pj.contains("tensor_flops_per_clk"));  // mma.sync's not measured
   EXPECT_NEAR(pj.at("mufu_lanes").get<double>(), 16.0, 1e-9);
   EXPECT_FALSE(pj.contains("alu_lanes"));  // not measured: the derived value stays
   EXPECT_EQ(pj.at("sm_bandwidth_sweep").size(), 2u);
@@ -44,6 +49,8 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_eager_s, 2.5e-6);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 5.5e-6);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 5.5e-6);  // derived from the bf16 one
+  EXPECT_DOUBLE_EQ(h.pipes.wgmma_clock_hz, 1.6e9);
+  EXPECT_NEAR(h.pipes.wgmma_flops_per_clk, 4096.0, 1e-9);
   EXPECT_EQ(h.pipes.sources.at("mufu_lanes").rfind("measured", 0), 0u);
   EXPECT_EQ(h.pipes.sources.at("alu_lanes").rfind("derived", 0), 0u);
 }
@@ -53,7 +60,9 @@ TEST(PipeCeilings, EveryHardwareFileHasLabelledPipes) {
     const Hardware h = load_hardware(id, CeilingsMode::datasheet);
     EXPECT_GT(h.pipes.tensor_flops_per_clk, 0) << id;
     EXPECT_GT(h.pipes.mufu_lanes, 0) << id;
-    for (const char* k : {"sm_clock_mhz", "tensor_flops_per_clk", "mufu_lanes", "cvt_lanes", "dram_latency_us",
+    EXPECT_GT(h.pipes.wgmma_flops_per_clk, 0) << id;
+    EXPECT_GT(h.pipes.wgmma_clock_hz, 0) << id;
+    for (const char* k : {"sm_clock_mhz", "tensor_flops_per_clk", "wgmma_flops_per_clk", "wgmma_clock_mhz", "mufu_lanes", "cvt_lanes", "dram_latency_us",
                           "launch_floor_eager_us", "launch_floor_library_us", "launch_floor_library_fp8_us"})
       EXPECT_TRUE(h.pipes.sources.count(k)) << id << " " << k;
   }

@@ -175,6 +175,36 @@ TEST(Hardware, TheLibraryFloorIsTheEagerOneWhereNotMeasured) {
   EXPECT_EQ(h.pipes.sources.at("launch_floor_library_us").rfind("measured", 0), 0u);
 }
 
+// wgmma's rate and clock: the rate from the datasheet's peak at its tensor clock (4096 FLOP an SM a clock on Hopper,
+// an estimate not derived again from a measured file, whose tensor rate is the library GEMM's); the clock the tensor
+// clock (mma.sync's) until measured, following a measured tensor clock.
+TEST(Hardware, WgmmaRateIsTheDatasheetsAndItsClockTheTensorClockWhereNotMeasured) {
+  Hardware h = load_hardware("a100-sxm-80gb", CeilingsMode::datasheet);
+  EXPECT_NEAR(h.pipes.wgmma_flops_per_clk, h.tensor_dense.at("bf16") / (h.sm_count * h.pipes.tensor_clock_hz), 1e-6);
+  EXPECT_EQ(h.pipes.sources.at("wgmma_flops_per_clk").rfind("estimate", 0), 0u);
+  EXPECT_DOUBLE_EQ(h.pipes.wgmma_clock_hz, h.pipes.tensor_clock_hz);
+  const double rate = h.pipes.wgmma_flops_per_clk;
+  const nlohmann::json t = {{"date", "2026-01-01"},
+                            {"ceilings",
+                             {{"memory_bandwidth_gb_s", 1800.0},
+                              {"tensor_tflops_dense", {{"bf16", 250.0}}},
+                              {"pipes", {{"tensor_clock_mhz", 1300.0}}}}}};
+  apply_measured(h, t, "a100-sxm-80gb.measured.json");
+  EXPECT_DOUBLE_EQ(h.pipes.wgmma_clock_hz, 1.3e9);      // follows the measured tensor clock
+  EXPECT_DOUBLE_EQ(h.pipes.wgmma_flops_per_clk, rate);  // not the library GEMM's measured rate
+  const nlohmann::json w = {{"date", "2026-01-01"},
+                            {"ceilings",
+                             {{"memory_bandwidth_gb_s", 1800.0},
+                              {"pipes", {{"tensor_clock_mhz", 1300.0}, {"wgmma_clock_mhz", 1200.0},
+                                         {"wgmma_flops_per_clk", 4000.0}}}}}};
+  apply_measured(h, w, "a100-sxm-80gb.measured.json");
+  EXPECT_DOUBLE_EQ(h.pipes.wgmma_clock_hz, 1.2e9);
+  EXPECT_DOUBLE_EQ(h.pipes.wgmma_flops_per_clk, 4000.0);
+  EXPECT_EQ(h.pipes.sources.at("wgmma_clock_mhz").rfind("measured", 0), 0u);
+  const Hardware h100 = load_hardware("h100-sxm-80gb", CeilingsMode::datasheet);
+  EXPECT_DOUBLE_EQ(h100.pipes.wgmma_flops_per_clk, 4096.0);
+}
+
 TEST(Hardware, ShippedMeasuredFilesAreUsedWhenAsked) {
   for (const auto& id : known_hardware()) {
     SCOPED_TRACE(id);

@@ -26,8 +26,12 @@ struct PipeRun {
 
 struct PipeMeasurements {
   PipeRun fp32, alu, mufu, cvt, tensor_mma;  // tensor_mma: FLOPs of mma.sync m16n8k16 bf16
+  // FLOPs of wgmma.m64n128k16 bf16 on random operands, the flash kernels' S = Q K^T and P V groups back to back (two
+  // warpgroups an SM); not measured (0) without sm_90a code or off compute capability 9.0.
+  PipeRun tensor_wgmma;
   double fma_clock_hz = 0;      // SM clock during the FP32 run
   double tensor_clock_hz = 0;   // SM clock during the tensor run
+  double wgmma_clock_hz = 0;    // SM clock during the wgmma run (the power limit's)
   double dependent_issue_cycles = 0;  // one warp, a chain of dependent FFMAs: clock64 ticks per instruction
   double issue_per_clk = 0;     // independent instructions of many warps: warp instructions per SM per clock
   double dram_latency_idle_s = 0, dram_latency_loaded_s = 0;  // pointer chase, seconds per hop

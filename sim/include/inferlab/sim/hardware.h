@@ -25,7 +25,12 @@ namespace inferlab {
 struct PipeCeilings {
   double sm_clock_hz = 0;      // SM clock of a kernel that does not saturate the tensor cores
   double tensor_clock_hz = 0;  // SM clock under sustained tensor-core load (power-limited)
-  double tensor_flops_per_clk = 0;  // dense 16-bit tensor FLOP per SM per clock (fp8: twice)
+  double tensor_flops_per_clk = 0;  // dense 16-bit tensor FLOP per SM per clock (fp8: twice), by mma.sync
+  // The same by wgmma (Hopper's warpgroup products, the rate its datasheet peak is quoted at), and the SM clock while
+  // every SM issues them back to back on random operands: power-limited, and lower than under mma.sync (the H200:
+  // 4090-4100 FLOP a clock at 1.58-1.62 GHz against mma.sync's 2727 at 1.81; scripts/probes/wgmma_rate.cu).
+  double wgmma_flops_per_clk = 0;
+  double wgmma_clock_hz = 0;
   double fp32_lanes = 0;       // FP32 FMA/ADD/MUL results per SM per clock
   double alu_lanes = 0;        // integer/logic/compare/select results per SM per clock
   double mufu_lanes = 0;       // special-function (ex2, rcp, rsqrt) results per SM per clock

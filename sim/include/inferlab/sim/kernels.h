@@ -28,9 +28,10 @@ enum class AttentionVariant;
 // nothing else runs meanwhile).
 enum class Composition { overlapped, serialized };
 enum class LaunchMode { eager, graph };
-// Which tensor-core ceiling a launch's FLOPs run against: the SM's per-clock rate (wgmma), or a
-// library kernel's (cuBLAS/cuBLASLt: the measured matmul ceiling of the dtype).
-enum class TensorPath { none, sm, library };
+// Which tensor-core ceiling a launch's FLOPs run against: the SM's per-clock rate by mma.sync (sm,
+// PipeCeilings::tensor_flops_per_clk) or by wgmma (wgmma, PipeCeilings::wgmma_flops_per_clk: half as fast again on
+// Hopper), or a library kernel's (cuBLAS/cuBLASLt: the measured matmul ceiling of the dtype).
+enum class TensorPath { none, sm, wgmma, library };
 
 std::string composition_name(Composition c);
 std::string launch_mode_name(LaunchMode m);
@@ -58,6 +59,10 @@ struct KernelLaunch {
   // computes on them).
   bool memory_overlapped = true;
   TensorPath tensor = TensorPath::none;
+  // Whether its products keep the tensor pipe busy most of its time (the flash kernels: ncu 76% on the H200): it runs
+  // at the clock of sustained wgmma (PipeCeilings::wgmma_clock_hz), which the power limit sets. Else the clock
+  // follows how often it issues tensor-core instructions (sim/src/roofline.cpp).
+  bool wgmma_clocked = false;
   LaunchMode launch = LaunchMode::eager;
   int64_t ctas = 1;
   int ctas_per_sm = 1;  // resident at once

@@ -7,12 +7,14 @@
 //
 // An op that carries its kernel launches (Op::kernels, sim/kernels.h) is predicted by the refined
 // model of ../shared/FIDELITY.md instead, launch by launch, summed:
-//   pipes     per SM: tensor FLOPs / (tensor FLOP per clock x clock), exponentials / MUFU lanes,
-//             FP32 / FP32 lanes, integer / ALU lanes, conversions / conversion lanes, warp
-//             instructions / issue slots; over the SMs the grid occupies, at the clock of the load
-//             (the tensor clock wherever tensor-core instructions are issued at least once per 2500
-//             instructions, whatever the busiest pipe: scripts/probes/tensor_clock.cu); library kernels (cuBLAS) run their
-//             FLOPs at the measured matmul ceiling instead
+//   pipes     per SM: tensor FLOPs / (tensor FLOP per clock x clock: mma.sync's or wgmma's rate),
+//             exponentials / MUFU lanes, FP32 / FP32 lanes, integer / ALU lanes, conversions / conversion
+//             lanes, warp instructions / issue slots; over the SMs the grid occupies, at the clock of the
+//             load (the clock of sustained wgmma for a launch whose products keep the tensor pipe busy,
+//             scripts/probes/wgmma_rate.cu; else the tensor clock wherever tensor-core instructions are
+//             issued at least once per 2500 instructions, whatever the busiest pipe:
+//             scripts/probes/tensor_clock.cu); library kernels (cuBLAS) run their FLOPs at the measured
+//             matmul ceiling instead
 //   compose   serialized: the sum of the pipes; overlapped: their maximum (issue included)
 //   memory    bytes / the bandwidth the grid reaches: min(HBM, SMs occupied x one SM's bandwidth),
 //             the read bandwidth for read-only streams; after the round trips before the first byte,
