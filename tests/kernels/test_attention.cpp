@@ -38,6 +38,9 @@ struct Case {
   // rows' stay 0 (theirs never moves): the lazy maximum's rescale, with rows of one warp that move and rows that do
   // not. Random N(0, 1) inputs never move it past tile 0.
   float ramp = 0.f;
+  // Elements O starts past its buffer's (16-byte aligned) start: 2 puts it 4 bytes in, where the Hopper kernels store
+  // O four bytes at a time instead of sixteen (flash_sm90_common.cuh store_rows).
+  int64_t o_offset = 0;
 };
 
 std::string describe(const Case& c) {
@@ -45,7 +48,8 @@ std::string describe(const Case& c) {
          std::to_string(c.kv_heads) + " sq" + std::to_string(c.seq_q) + " sk" + std::to_string(c.seq_k) + " d" +
          std::to_string(c.head_dim) + (c.causal ? " causal" : "") + " flash " + flash_kernel_name(c.flash.kernel) +
          (c.flash.mma_tile == MmaTile::planned ? "" : std::string(" tile ") + mma_tile_name(c.flash.mma_tile)) +
-         (c.flash.max_ctas ? " max_ctas " + std::to_string(c.flash.max_ctas) : "");
+         (c.flash.max_ctas ? " max_ctas " + std::to_string(c.flash.max_ctas) : "") +
+         (c.o_offset ? " O offset " + std::to_string(c.o_offset) : "");
 }
 
 // The plain same-precision implementation (attention_testing.h) over every row: O and LSE laid out
@@ -136,21 +140,31 @@ void run_case(const Case& c, std::mt19937_64& rng) {
   constexpr std::size_t kGuard = 512;  // elements after O that must stay untouched
   for (AttentionVariant variant : {AttentionVariant::naive, AttentionVariant::flash}) {
     SCOPED_TRACE(attention_variant_name(variant) + " " + describe(c));
-    DeviceBuffer<T> d_o(nq + kGuard);
+    if (variant == AttentionVariant::naive && c.o_offset % 8 != 0) {  // an o not 16-byte aligned: refused
+      AttentionParams bad = p;
+      DeviceBuffer<T> d_o(std::size_t(c.o_offset) + nq);
+      DeviceBuffer<float> d_lse(nl);
+      bad.q = dq.get(), bad.k = dk.get(), bad.v = dv.get(), bad.o = d_o.get() + c.o_offset, bad.lse = d_lse.get();
+      EXPECT_THROW(attention_forward(bad, variant, nullptr), Error);
+      continue;
+    }
+    DeviceBuffer<T> d_o(std::size_t(c.o_offset) + nq + kGuard);
     DeviceBuffer<float> d_lse(nl);
-    d_o.fill(Tr::nan());  // poison: every element must be written, the guard never
+    d_o.fill(Tr::nan());  // poison: every element must be written, the guard and the offset before O never
     d_lse.fill(std::nanf(""));
     p.q = dq.get();
     p.k = dk.get();
     p.v = dv.get();
-    p.o = d_o.get();
+    p.o = d_o.get() + c.o_offset;
     p.lse = d_lse.get();
     DeviceBuffer<char> ws(attention_workspace_bytes(p, variant));
     p.workspace = ws.get();
     p.workspace_bytes = ws.size();
     attention_forward(p, variant, nullptr);
     INFERLAB_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto raw = d_o.download();
+    const auto all = d_o.download();
+    for (int64_t i = 0; i < c.o_offset; ++i) ASSERT_TRUE(std::isnan(Tr::to_float(all[std::size_t(i)]))) << "wrote before O at " << i;
+    const std::vector<T> raw(all.begin() + c.o_offset, all.end());
     std::vector<float> o(nq);
     for (std::size_t i = 0; i < nq; ++i) o[i] = Tr::to_float(raw[i]);
     for (std::size_t i = nq; i < nq + kGuard; ++i) ASSERT_TRUE(std::isnan(Tr::to_float(raw[i]))) << "wrote past O at " << i;
@@ -275,6 +289,25 @@ TEST(AttentionGpu, OverlappedKernelHeadDims96And256) {
       }
 }
 
+// O where the Hopper kernels cannot store it 16 bytes at a time (4 bytes past an aligned start): they store it as the
+// accumulators hold it, four bytes at a time; every rung and head dim, partial tiles and rows, both dtypes. The naive
+// variant refuses such an O (cuBLAS's batched GEMM wrote the two elements before it).
+TEST(AttentionGpu, AnOutputNotSixteenByteAlignedIsStoredNarrow) {
+  REQUIRE_GPU();
+  auto rng = seeded_rng();
+  for (const FlashOptions& f : testing::flash_rungs(3))
+    for (int64_t d : {64, 96, 128, 256}) {
+      if (f.mma_tile != MmaTile::planned && d != 128) continue;
+      if (d % 64 != 0 && f.kernel != FlashKernel::overlapped) continue;  // 96 and 256: the overlapped kernel's
+      if (d == 256 && f.kernel != FlashKernel::overlapped) continue;
+      for (Case c : {Case{DType::bf16, 1, 4, 2, 200, 200, d, true}, Case{DType::fp16, 1, 2, 1, 77, 301, d, false}}) {
+        c.flash = f;
+        c.o_offset = 2;
+        run(c, rng);
+      }
+    }
+}
+
 // The lazy maximum's rescale (flash_fwd_sm90_overlap.cu lazy_softmax_rows): inputs whose scores grow along the keys
 // in even rows and stay 0 in odd ones (Case::ramp), so that within a warpgroup some rows move their reference and
 // others keep it (alpha 1), fast (every tile) and slow (P up to 256 between moves); every head dim, both dtypes,
@@ -382,10 +415,10 @@ TEST(AttentionGpu, FlashRungsRefuseWhatTheyCannotRun) {
 
 TEST(Attention, BadShapesAreRejectedBeforeLaunch) {
   AttentionParams p;
-  int dummy = 0;
-  p.q = p.k = p.v = &dummy;
-  p.o = &dummy;
-  p.lse = reinterpret_cast<float*>(&dummy);
+  alignas(16) int dummy[4] = {};  // 16-byte aligned: the naive variant refuses an o that is not
+  p.q = p.k = p.v = dummy;
+  p.o = dummy;
+  p.lse = reinterpret_cast<float*>(dummy);
   p.heads = 8;
   p.kv_heads = 8;
   auto expect = [&](const std::string& needle, AttentionVariant v = AttentionVariant::flash) {
@@ -415,6 +448,8 @@ TEST(Attention, BadShapesAreRejectedBeforeLaunch) {
   expect("must be positive");
   p.seq_q = 16;
   expect("workspace", AttentionVariant::naive);
+  p.o = reinterpret_cast<char*>(dummy) + 4;
+  expect("o must be 16-byte aligned", AttentionVariant::naive);
   p.o = nullptr;
   expect("must all be given");
 }

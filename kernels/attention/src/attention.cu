@@ -7,6 +7,7 @@
 // GQA/MQA: the pointer table maps query head h to KV head h / group, so K/V are not copied.
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include <cuda_bf16.h>
@@ -167,6 +168,10 @@ void validate(const AttentionParams& p, AttentionVariant variant) {
   validate_shape(p, variant);
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) throw Error("attention: q, k, v, o and lse must all be given");
   if (variant == AttentionVariant::naive) {
+    // cuBLAS's batched GEMM (P V into O) wrote the two elements before an o placed 4 bytes past a 16-byte boundary
+    // (H200, cuBLAS 13.0; AttentionGpu.AnOutputNotSixteenByteAlignedIsStoredNarrow), so such an o is refused.
+    if (reinterpret_cast<std::uintptr_t>(p.o) % 16 != 0)
+      throw Error("attention/naive: o must be 16-byte aligned (cuBLAS's batched GEMM writes outside a less aligned one)");
     if (p.workspace_bytes < attention_workspace_bytes(p, variant) || !p.workspace)
       throw Error("attention/naive: needs a workspace of " + std::to_string(attention_workspace_bytes(p, variant)) +
                   " bytes for the scores");

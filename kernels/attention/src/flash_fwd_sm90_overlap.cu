@@ -57,7 +57,11 @@ struct OverlapTile {
   static constexpr bool PING_PONG = true;
   // Registers as flash_fwd_sm90.cu splits them (128 * 56 + 256 * 224 <= 64K): S (BN/2), P (BN/4),
   // O (D/2) and addresses fit in 224 without spills; the producer thread's item and tile bookkeeping
-  // spills at 40 (ptxas, head dim 128), so 24/240 as FlashAttention-3 splits them is not open here.
+  // spills at 40 (ptxas, head dim 128), so 24/240 as FlashAttention-3 splits them is not open here. Since O leaves
+  // 16 bytes at a time (store_rows) the head-dim-256 causal kernel spills one wgmma descriptor (ptxas: 8 bytes) that
+  // its tile loop reloads from L1 each tile: measured no slower at seq 16384 (0.994x, H200). 48/232 would make room
+  // (6144 + 59392 = 64K) but hangs: the block holds 384 x 168 registers (ptxas REG:168, 64512), and setmaxnreg.inc
+  // to 232 waits for registers it does not have; 40/232 spills the producer.
   static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
   static constexpr int Q_BYTES = BM * DS * 2, KV_BYTES = BN * DS * 2;
   static constexpr int TILES = Q_BUFS * Q_BYTES + 4 * KV_BYTES;

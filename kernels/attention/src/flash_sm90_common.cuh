@@ -178,29 +178,98 @@ __device__ __forceinline__ void pack_p(uint32_t (&pa)[BN / 16][4], const float (
     for (int r = 0; r < 4; ++r) pa[kk][r] = Mma<T>::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
 }
 
+// A quad's 4 x 4 transpose of 32-bit values: lane t of the quad (t = lane % 4) holds a[j] = M[t][j] and gets back
+// out[k] = M[k][t], by two exchanges of two values (xor 2 swaps the off-diagonal 2 x 2 blocks, xor 1 the off-diagonal
+// elements inside them). Every lane of the warp takes part.
+__device__ __forceinline__ void quad_transpose(const uint32_t (&a)[4], uint32_t (&out)[4], int t) {
+  const bool hi = t & 2, lo = t & 1;
+  // After xor 2 the lane holds columns c0 = (hi ? 2 : 0) and c0 + 1 of its row t (m) and of row t ^ 2 (r).
+  const uint32_t r0 = __shfl_xor_sync(~0u, hi ? a[0] : a[2], 2), r1 = __shfl_xor_sync(~0u, hi ? a[1] : a[3], 2);
+  const uint32_t m0 = hi ? a[2] : a[0], m1 = hi ? a[3] : a[1];
+  // After xor 1 it holds column t of rows t (k[0]), t ^ 1 (k[1]), t ^ 2 (k[2]) and t ^ 3 (k[3]).
+  const uint32_t v0 = __shfl_xor_sync(~0u, lo ? m0 : m1, 1), v1 = __shfl_xor_sync(~0u, lo ? r0 : r1, 1);
+  const uint32_t k[4] = {lo ? m1 : m0, v0, lo ? r1 : r0, v1};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // row j is row t ^ (j ^ t): k[j ^ t], picked by its two bits
+    const bool b0 = bool(j & 1) != lo, b1 = bool(j & 2) != hi;
+    out[j] = b0 ? (b1 ? k[3] : k[1]) : (b1 ? k[2] : k[0]);
+  }
+}
+
 // Epilogue of one warpgroup's rows: the row sums finished across the quad, O normalized and written
 // from registers (the producers may already be filling shared memory for the next item), and the
 // log-sum-exp (natural log; -inf and O = 0 for a row that saw no key). og/lse point at row 0 of the
 // item; my_row is the thread's first row in it, rows at or past `rows` are not written.
+// A thread holds two columns of every 8-column n-tile of its row. From head dim 128 O leaves as 16-byte stores: O
+// is normalized and packed first (half the registers of the fp32 sums), then a quad transposes each group of 4
+// n-tiles (quad_transpose), after which lane t holds n-tile 4g + t whole, and a warp's store writes 8 rows x 64
+// contiguous bytes (whole sectors). Storing the pairs as they sit takes D / 4 four-byte stores a thread, each a
+// warp's 8 half sectors: at head dim 256 and seq 512 they held the global store queue in 10% of all warp samples
+// (ncu stall_lg, H200), at 128 in 5%, at 64 in none. Measured on the H200 (MHA, old -> new, two rounds;
+// kernels/attention/NOTES.md): head dim 256 5-12% faster at seq 512-2048, 128 4-8%, both within +-1% at 16384 but
+// d128 non-causal 4% faster; at 64 the same change made the kernel 1-5% slower at every seq, the tile loop's code
+// included, so head dims below 128 keep the four-byte stores (96 not measured). Where O is not 16-byte aligned the
+// pairs are stored as they sit.
 template <class T, int D>
 __device__ __forceinline__ void store_rows(const float (&acc_o)[D / 2], const float (&m)[2], const float (&l_part)[2],
                                            T* og, int64_t o_stride, float* lse, int lse_step, int my_row, int rows,
                                            int t) {
   constexpr float kLn2 = 0.6931471805599453f;
+  if constexpr (D < 128) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float l = l_part[half];
-    l += __shfl_xor_sync(~0u, l, 1);
-    l += __shfl_xor_sync(~0u, l, 2);
-    const int r = my_row + 8 * half;
-    if (r >= rows) continue;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (int half = 0; half < 2; ++half) {
+      float l = l_part[half];
+      l += __shfl_xor_sync(~0u, l, 1);
+      l += __shfl_xor_sync(~0u, l, 2);
+      const int r = my_row + 8 * half;
+      if (r >= rows) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      const uint32_t packed = Mma<T>::pack(acc_o[4 * i + 2 * half] * inv, acc_o[4 * i + 2 * half + 1] * inv);
-      *reinterpret_cast<uint32_t*>(og + int64_t(r) * o_stride + i * 8 + 2 * t) = packed;
+      for (int i = 0; i < D / 8; ++i) {
+        const uint32_t packed = Mma<T>::pack(acc_o[4 * i + 2 * half] * inv, acc_o[4 * i + 2 * half + 1] * inv);
+        *reinterpret_cast<uint32_t*>(og + int64_t(r) * o_stride + i * 8 + 2 * t) = packed;
+      }
+      if (t == 0 && lse) lse[int64_t(r) * lse_step] = l > 0.f ? (m[half] + log2f(l)) * kLn2 : -INFINITY;
     }
-    if (t == 0 && lse) lse[int64_t(r) * lse_step] = l > 0.f ? (m[half] + log2f(l)) * kLn2 : -INFINITY;
+  } else {
+    static_assert(D % 32 == 0, "16-byte stores take n-tiles four at a time");
+    float l[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      l[half] = l_part[half];
+      l[half] += __shfl_xor_sync(~0u, l[half], 1);
+      l[half] += __shfl_xor_sync(~0u, l[half], 2);
+    }
+    uint32_t packed[2][D / 8];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float inv = l[half] > 0.f ? 1.f / l[half] : 0.f;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        packed[half][i] = Mma<T>::pack(acc_o[4 * i + 2 * half] * inv, acc_o[4 * i + 2 * half + 1] * inv);
+    }
+    const bool wide = (reinterpret_cast<uintptr_t>(og) & 15) == 0 && (o_stride & 7) == 0;  // the same in every thread
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = my_row + 8 * half;
+      const bool in = r < rows;
+      T* row = og + int64_t(r) * o_stride;
+      if (wide) {
+#pragma unroll
+        for (int g = 0; g < D / 32; ++g) {
+          const uint32_t a[4] = {packed[half][4 * g], packed[half][4 * g + 1], packed[half][4 * g + 2],
+                                 packed[half][4 * g + 3]};
+          uint32_t out[4];
+          quad_transpose(a, out, t);
+          if (in) *reinterpret_cast<uint4*>(row + (4 * g + t) * 8) = make_uint4(out[0], out[1], out[2], out[3]);
+        }
+      } else if (in) {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) *reinterpret_cast<uint32_t*>(row + i * 8 + 2 * t) = packed[half][i];
+      }
+      if (in && t == 0 && lse)
+        lse[int64_t(r) * lse_step] = l[half] > 0.f ? (m[half] + log2f(l[half])) * kLn2 : -INFINITY;
+    }
   }
 }
 
