@@ -145,7 +145,15 @@ void run_case(const Case& c, std::mt19937_64& rng) {
       DeviceBuffer<T> d_o(std::size_t(c.o_offset) + nq);
       DeviceBuffer<float> d_lse(nl);
       bad.q = dq.get(), bad.k = dk.get(), bad.v = dv.get(), bad.o = d_o.get() + c.o_offset, bad.lse = d_lse.get();
-      EXPECT_THROW(attention_forward(bad, variant, nullptr), Error);
+      DeviceBuffer<char> ws(attention_workspace_bytes(bad, variant));  // the workspace given: only o is wrong
+      bad.workspace = ws.get();
+      bad.workspace_bytes = ws.size();
+      try {
+        attention_forward(bad, variant, nullptr);
+        ADD_FAILURE() << "the naive variant accepted an o not 16-byte aligned";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("o must be 16-byte aligned"), std::string::npos) << e.what();
+      }
       continue;
     }
     DeviceBuffer<T> d_o(std::size_t(c.o_offset) + nq + kGuard);
@@ -450,6 +458,8 @@ TEST(Attention, BadShapesAreRejectedBeforeLaunch) {
   expect("workspace", AttentionVariant::naive);
   p.o = reinterpret_cast<char*>(dummy) + 4;
   expect("o must be 16-byte aligned", AttentionVariant::naive);
+  p.o = reinterpret_cast<char*>(dummy) + 2;
+  expect("o must be 4-byte aligned");
   p.o = nullptr;
   expect("must all be given");
 }

@@ -28,11 +28,11 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   m.sm_bandwidth = {{1, 70e9}, {132, 3000e9}};
   m.launch_floor_eager_s = 2.5e-6;
   m.launch_floor_library_s = 5.5e-6;  // fp8's not measured (launch_floor_library_fp8_s 0)
-  m.tensor_wgmma = PipeRun{4096.0 * 132 * 1.6e9 * 5e-3, 5e-3, 1.6e9, 132};
+  m.tensor_wgmma = PipeRun{4000.0 * 132 * 1.6e9 * 5e-3, 5e-3, 1.6e9, 132};  // not the H100 file's 4096
   m.wgmma_clock_hz = 1.6e9;
   const nlohmann::json pj = pipes_json(m);
   EXPECT_FALSE(pj.contains("launch_floor_library_fp8_us"));
-  EXPECT_NEAR(pj.at("wgmma_flops_per_clk").get<double>(), 4096.0, 1e-9);
+  EXPECT_NEAR(pj.at("wgmma_flops_per_clk").get<double>(), 4000.0, 1e-9);
   EXPECT_NEAR(pj.at("wgmma_clock_mhz").get<double>(), 1600.0, 1e-9);
   EXPECT_FALSE(pj.contains("tensor_flops_per_clk"));  // mma.sync's not measured
   EXPECT_NEAR(pj.at("mufu_lanes").get<double>(), 16.0, 1e-9);
@@ -50,7 +50,9 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 5.5e-6);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 5.5e-6);  // derived from the bf16 one
   EXPECT_DOUBLE_EQ(h.pipes.wgmma_clock_hz, 1.6e9);
-  EXPECT_NEAR(h.pipes.wgmma_flops_per_clk, 4096.0, 1e-9);
+  EXPECT_NEAR(h.pipes.wgmma_flops_per_clk, 4000.0, 1e-9);
+  EXPECT_EQ(h.pipes.sources.at("wgmma_flops_per_clk").rfind("measured", 0), 0u);
+  EXPECT_EQ(h.pipes.sources.at("wgmma_clock_mhz").rfind("measured", 0), 0u);
   EXPECT_EQ(h.pipes.sources.at("mufu_lanes").rfind("measured", 0), 0u);
   EXPECT_EQ(h.pipes.sources.at("alu_lanes").rfind("derived", 0), 0u);
 }

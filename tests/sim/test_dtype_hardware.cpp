@@ -175,9 +175,10 @@ TEST(Hardware, TheLibraryFloorIsTheEagerOneWhereNotMeasured) {
   EXPECT_EQ(h.pipes.sources.at("launch_floor_library_us").rfind("measured", 0), 0u);
 }
 
-// wgmma's rate and clock: the rate from the datasheet's peak at its tensor clock (4096 FLOP an SM a clock on Hopper,
-// an estimate not derived again from a measured file, whose tensor rate is the library GEMM's); the clock the tensor
-// clock (mma.sync's) until measured, following a measured tensor clock.
+// wgmma's rate and clock: the rate from the datasheet's peak at its tensor clock (an estimate, not derived again from
+// a measured file, whose tensor rate is the library GEMM's; 4096 FLOP an SM a clock where the file gives the tensor
+// clock the peak is quoted at, as the H100's does, 3786 for the H200's, which gives none: its boost clock); the clock
+// the tensor clock (mma.sync's) until measured, following a measured tensor clock.
 TEST(Hardware, WgmmaRateIsTheDatasheetsAndItsClockTheTensorClockWhereNotMeasured) {
   Hardware h = load_hardware("a100-sxm-80gb", CeilingsMode::datasheet);
   EXPECT_NEAR(h.pipes.wgmma_flops_per_clk, h.tensor_dense.at("bf16") / (h.sm_count * h.pipes.tensor_clock_hz), 1e-6);

@@ -167,6 +167,9 @@ void validate_shape(const AttentionParams& p, AttentionVariant variant) {
 void validate(const AttentionParams& p, AttentionVariant variant) {
   validate_shape(p, variant);
   if (!p.q || !p.k || !p.v || !p.o || !p.lse) throw Error("attention: q, k, v, o and lse must all be given");
+  // The flash kernels store O four bytes at a time at least (16 from head dim 128 on Hopper, where o allows it).
+  if (variant == AttentionVariant::flash && reinterpret_cast<std::uintptr_t>(p.o) % 4 != 0)
+    throw Error("attention/flash: o must be 4-byte aligned (its kernels store O in pairs of elements at least)");
   if (variant == AttentionVariant::naive) {
     // cuBLAS's batched GEMM (P V into O) wrote the two elements before an o placed 4 bytes past a 16-byte boundary
     // (H200, cuBLAS 13.0; AttentionGpu.AnOutputNotSixteenByteAlignedIsStoredNarrow), so such an o is refused.

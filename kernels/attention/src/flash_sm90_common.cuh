@@ -209,7 +209,9 @@ __device__ __forceinline__ void quad_transpose(const uint32_t (&a)[4], uint32_t 
 // kernels/attention/NOTES.md): head dim 256 5-12% faster at seq 512-2048, 128 4-8%, both within +-1% at 16384 but
 // d128 non-causal 4% faster; at 64 the same change made the kernel 1-5% slower at every seq, the tile loop's code
 // included, so head dims below 128 keep the four-byte stores (96 not measured). Where O is not 16-byte aligned the
-// pairs are stored as they sit.
+// pairs are stored as they sit. nvcc 13.0 splits each row's first 16-byte store (g = 0) into four four-byte ones in
+// its PTX already: 6 of the 8 stores at head dim 128 and 14 of the 16 at 256 are STG.E.128 (what was measured); a
+// st.global.v4 in inline PTX would make them all wide, not done yet.
 template <class T, int D>
 __device__ __forceinline__ void store_rows(const float (&acc_o)[D / 2], const float (&m)[2], const float (&l_part)[2],
                                            T* og, int64_t o_stride, float* lse, int lse_step, int my_row, int rows,
