@@ -147,6 +147,12 @@ constexpr double kTmaChainSparse[] = {338.2, 474.4, 481.4};
 // counted from its source: load, subtract, ex2, multiply, convert, store, index and compare.
 constexpr LoopCounts kSoftmaxPass1x4{0, 7, 35, 26, 0, 4, 0, 17};
 constexpr LoopCounts kSoftmaxPass2x1{0, 1, 2, 3, 1, 2, 0, 1};
+// What every thread of a row's block runs once whatever the row's length: its indices and bounds, the two block
+// reductions, the log-sum-exp and the loops' entries and exits. Read off ncu's per-instruction execution counts of
+// one launch (H200, MHA seq 512: 262 144 rows of 512), the instructions a warp executes other than the element
+// loops': 353 of its 460 (a warp-0-only instruction counted an eighth). At seq 512 the kernel is issue-bound (ncu:
+// issue slots 90% busy), where the loops alone would make it a seventh of that.
+constexpr LoopCounts kSoftmaxRow{0, 0, 65.2, 185.1, 0, 4.2, 38.8, 59.9};
 
 PipeWork work_of(const LoopCounts& c, double threads_iterations) {
   PipeWork w;
@@ -397,6 +403,7 @@ std::vector<KernelLaunch> naive(const AttentionShape& s, DType dtype, const Hard
   sm.write_share = sk / (kept + sk);
   sm.work = work_of(kSoftmaxPass1x4, bh * sq * kept / 4.0);
   sm.work += work_of(kSoftmaxPass2x1, bh * sq * sk);
+  sm.work += work_of(kSoftmaxRow, bh * sq * kThreads);
   const double per_thread = std::ceil(kept / kThreads);
   // Round trips of one row: the first pass's unrolled groups of 4 loads, one for the second pass's
   // loads (independent, from L2), one for the stores to drain; the block reduction between them

@@ -325,6 +325,34 @@ TEST(Ops, DecodeCostOfLayoutsAndSplits) {
 namespace inferlab {
 namespace {
 
+// The naive path's softmax_rows at short rows: every thread of a row's block runs a fixed count of instructions
+// (indices, the block reductions, the log-sum-exp) beside its elements' loops, 353 a warp against the loops' ~64 at 512
+// keys (ncu on the H200, sim/src/kernels.cpp kSoftmaxRow); with them the launch is issue-bound there (ncu: issue slots
+// 90% busy), and its issue term is those warp instructions at the SMs' issue rate.
+TEST(Ops, NaiveSoftmaxAtShortRowsIsIssueBound) {
+  const Hardware hw = load_hardware("h200-sxm", CeilingsMode::measured);
+  AttentionShape a;
+  a.batch = 32;
+  a.heads = 16;
+  a.kv_heads = 16;
+  a.head_dim = 128;
+  a.new_tokens = 512;
+  const auto ks = attention_prefill_kernels(a, AttentionVariant::naive, DType::bf16, hw);
+  ASSERT_EQ(ks.size(), 4u);
+  const KernelLaunch& sm = ks[2];
+  ASSERT_EQ(sm.kernel, "softmax_rows");
+  const double rows = 32.0 * 16 * 512, warps = rows * 8;
+  EXPECT_GT(sm.work.warp_instructions(), warps * 353);  // the fixed part alone
+  EXPECT_LT(sm.work.warp_instructions(), warps * 460);  // ncu's 460 a warp in all
+  Op op;
+  op.kernels = {sm};
+  const Prediction p = predict(op, hw);
+  EXPECT_EQ(p.dominant, "issue");
+  const double issue = sm.work.warp_instructions() / (hw.pipes.issue_per_clk * hw.sm_count * hw.pipes.sm_clock_hz);
+  EXPECT_NEAR(p.issue_s, issue, 1e-9 * issue);
+  EXPECT_GT(p.issue_s, 0.8e-3);  // ncu: 1.02 ms at 1.98 GHz, issue slots 90% busy
+}
+
 // The overlapped flash kernel's tiles by head dim (sim/kernels.h, the kernel builds from the same table): the
 // tensor work counts padded key tiles of 128 keys, 64 at head dim 256, so a 40-key sequence pads to 128 keys
 // at 64, 96 and 128 and to 64 at 256; one Q buffer (256) exposes each item's Q load; a head dim the kernel does
