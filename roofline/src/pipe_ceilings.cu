@@ -230,6 +230,14 @@ int sm_count() {
   return n;
 }
 
+int compute_capability() {  // major * 10 + minor
+  int dev = 0, major = 0, minor = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDevice(&dev));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major * 10 + minor;
+}
+
 double clock_of(const std::vector<unsigned long long>& s) {
   const double ns = double(s[3] - s[1]);
   return ns > 0 ? double(s[2] - s[0]) / (ns * 1e-9) : 0.0;
@@ -283,11 +291,7 @@ PipeMeasurements measure_pipes(bool quick) {
 #ifdef INFERLAB_HAVE_SM90A
   {  // wgmma (Hopper only: sm_90a code), one block an SM; ~5 ms a launch at full length after the warm-up's 0.25 s,
      // so the clock is the one the power limit settles at
-    int device = 0, major = 0, minor = 0;
-    INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
-    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    if (major == 9 && minor == 0) {
+    if (compute_capability() == 90) {
       const int rounds = quick ? 256 : 4096;
       const Timing tm = time_cuda([&] { launch_wgmma_ceiling(sms, rounds, stamps, fsink, t.stream); }, t);
       m.tensor_wgmma = PipeRun{double(sms) * wgmma_ceiling_flops_per_block(rounds), tm.median_s, clock_of(stamped()), sms};
@@ -437,13 +441,9 @@ PipeMeasurements measure_pipes(bool quick) {
       return time_cuda([&] { gemm.run(x.get(), w.get(), y.get(), one.stream); }, one).median_s;
     };
     m.launch_floor_library_s = tiny(DType::bf16, 1);
-    int device = 0, major = 0, minor = 0;
-    INFERLAB_CUDA_CHECK(cudaGetDevice(&device));
-    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    INFERLAB_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     // fp8 at 16 rows: cuBLASLt picks a slower kernel at 1-4 rows (the compression runs: 10.7-15.2 us on 1024 x 4096 against
     // 8.0 from 8 rows), which is a kernel choice, not the floor; the bf16 and fp8 probes are not like for like in rows.
-    if (major * 10 + minor >= 89) m.launch_floor_library_fp8_s = tiny(DType::fp8_e4m3, 16);
+    if (compute_capability() >= 89) m.launch_floor_library_fp8_s = tiny(DType::fp8_e4m3, 16);
   }
   return m;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "inferlab/kernels/common/check.h"
+#include "inferlab/kernels/common/kernel_attributes.h"
 #include "inferlab/kernels/common/sm90_async.cuh"
 #include "wgmma.h"  // kernels/attention/src: the flash kernels' wrappers
 
@@ -91,8 +92,8 @@ double wgmma_ceiling_flops_per_block(int iters) { return 2.0 /*warpgroups*/ * kG
 int wgmma_ceiling_smem_bytes() { return 2 * kTileBytes; }
 
 void launch_wgmma_ceiling(int blocks, int iters, unsigned long long* stamps, float* sink, cudaStream_t stream) {
-  INFERLAB_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ceiling_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           wgmma_ceiling_smem_bytes()));
+  static KernelSmem attr;
+  attr.ensure(wgmma_ceiling_kernel, wgmma_ceiling_smem_bytes(), "ceilings/wgmma");
   wgmma_ceiling_kernel<<<blocks, 256, wgmma_ceiling_smem_bytes(), stream>>>(iters, stamps, sink);
   INFERLAB_CHECK_LAUNCH();
 }

@@ -145,7 +145,8 @@ int main() {
               else
                 wgmma_loop<false><<<sms * ctas, 256, smem>>>(iters, random, out);
             };
-            // warm up for ~0.3 s so the clock settles as it would in a long run
+            // warm up for ~0.3 s so the clock settles as it would in a long run; timed back to back, not by probe.cuh's
+            // Timer, whose L2 flush between launches would let the clock recover
             cudaEvent_t w0, w1;
             CK(cudaEventCreate(&w0));
             CK(cudaEventCreate(&w1));
