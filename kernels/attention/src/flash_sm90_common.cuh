@@ -209,9 +209,9 @@ __device__ __forceinline__ void quad_transpose(const uint32_t (&a)[4], uint32_t 
 // kernels/attention/NOTES.md): head dim 256 5-12% faster at seq 512-2048, 128 4-8%, both within +-1% at 16384 but
 // d128 non-causal 4% faster; at 64 the same change made the kernel 1-5% slower at every seq, the tile loop's code
 // included, so head dims below 128 keep the four-byte stores (96 not measured). Where O is not 16-byte aligned the
-// pairs are stored as they sit. nvcc 13.0 splits each row's first 16-byte store (g = 0) into four four-byte ones in
-// its PTX already: 6 of the 8 stores at head dim 128 and 14 of the 16 at 256 are STG.E.128 (what was measured); a
-// st.global.v4 in inline PTX would make them all wide, not done yet.
+// pairs are stored as they sit. Written in C++, nvcc 13.0 split each row's first 16-byte store (g = 0) into four
+// four-byte ones in its PTX already (6 of the 8 stores at head dim 128 and 14 of the 16 at 256 were STG.E.128, which
+// is what the numbers above measured); the stores are inline PTX st.global.v4 now, every one STG.E.128.
 template <class T, int D>
 __device__ __forceinline__ void store_rows(const float (&acc_o)[D / 2], const float (&m)[2], const float (&l_part)[2],
                                            T* og, int64_t o_stride, float* lse, int lse_step, int my_row, int rows,
@@ -263,7 +263,12 @@ __device__ __forceinline__ void store_rows(const float (&acc_o)[D / 2], const fl
                                  packed[half][4 * g + 3]};
           uint32_t out[4];
           quad_transpose(a, out, t);
-          if (in) *reinterpret_cast<uint4*>(row + (4 * g + t) * 8) = make_uint4(out[0], out[1], out[2], out[3]);
+          // Inline PTX: from C++ nvcc splits each row's first 16-byte store into four 4-byte ones (6 of 8 stores
+          // wide at d128, 14 of 16 at d256, read off the SASS); the asm keeps every store one STG.E.128.
+          if (in)
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(row + (4 * g + t) * 8), "r"(out[0]),
+                         "r"(out[1]), "r"(out[2]), "r"(out[3])
+                         : "memory");
         }
       } else if (in) {
 #pragma unroll
