@@ -42,20 +42,30 @@ void fill_measured(Row& r, const Timing& t, const std::string& kernels) {
   derive_measured(r);
 }
 
+// The kernel's parameters of a point, its named flash rung included (validate_shape refuses a rung the device or the
+// build does not have, by name).
+AttentionParams attention_params(const AttentionPoint& ap) {
+  AttentionParams a = params_for(ap.shape, ap.dtype);
+  if (ap.flash_kernel == "overlapped") a.flash.kernel = FlashKernel::overlapped;
+  else if (ap.flash_kernel == "wgmma") a.flash.kernel = FlashKernel::wgmma;
+  else if (ap.flash_kernel != "automatic") throw Error("unknown flash rung '" + ap.flash_kernel + "'");
+  return a;
+}
+
 }  // namespace
 
 std::function<void(const Params&)> attention_preflight() {
   return [](const Params& p) {
     const AttentionPoint ap = evaluate_attention_point(p);
     check_same_gpu(ap.hardware);
-    check_attention_fits(params_for(ap.shape, ap.dtype), ap.variant);
+    check_attention_fits(attention_params(ap), ap.variant);
   };
 }
 
 std::function<void(const Params&, std::vector<Row>&)> attention_measure() {
   return [](const Params& p, std::vector<Row>& rows) {
     const AttentionPoint ap = evaluate_attention_point(p);
-    const AttentionMeasurement m = measure_attention(params_for(ap.shape, ap.dtype), ap.variant);
+    const AttentionMeasurement m = measure_attention(attention_params(ap), ap.variant);
     for (Row& r : rows) fill_measured(r, m.timing, m.kernels);
   };
 }

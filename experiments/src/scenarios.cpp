@@ -440,7 +440,18 @@ std::vector<Row> memory_rows(const MemoryPoint& mp) {
 AttentionPoint evaluate_attention_point(const Params& p) {
   AttentionPoint ap;
   ap.hardware = load_hardware(get(p, "hardware"), get(p, "ceilings"));
-  ap.variant = parse_attention_variant(get(p, "variant"));
+  // variant: naive, flash, or flash-<rung> for one rung of the ladder by name (the rungs sim/ has a model of).
+  const std::string variant = get(p, "variant");
+  if (variant.rfind("flash-", 0) == 0) {
+    ap.variant = AttentionVariant::flash;
+    ap.flash_kernel = variant.substr(6);
+    if (ap.flash_kernel != "overlapped" && ap.flash_kernel != "wgmma")
+      throw Error("parameter 'variant': unknown flash rung '" + ap.flash_kernel +
+                  "' (known: flash-overlapped, flash-wgmma; the mma.sync rung has no model in sim/ and is timed by "
+                  "inferlab_bench_attention)");
+  } else {
+    ap.variant = parse_attention_variant(variant);
+  }
   ap.dtype = parse_dtype(get(p, "dtype"));
   auto& a = ap.shape;
   a.heads = param_int(p, "heads");
@@ -464,15 +475,27 @@ AttentionPoint evaluate_attention_point(const Params& p) {
     a.batch = param_int(p, "batch");
   }
   ap.cost = attention_cost(a, ap.variant, ap.dtype, ap.dtype);
-  // The lab's kernels (sim/kernels.h): the wgmma flash kernel runs on Hopper, the naive path anywhere.
-  if (ap.variant == AttentionVariant::naive || ap.hardware.architecture.find("Hopper") != std::string::npos)
-    ap.cost.kernels = attention_prefill_kernels(a, ap.variant, ap.dtype, ap.hardware);
+  // The lab's kernels (sim/kernels.h): the wgmma flash kernels run on Hopper, the naive path anywhere.
+  const bool hopper = ap.hardware.architecture.find("Hopper") != std::string::npos;
+  const bool wgmma_rung = ap.flash_kernel == "wgmma";
+  if (ap.flash_kernel != "automatic") {
+    if (!hopper)
+      throw Error("parameter 'variant': the flash-" + ap.flash_kernel + " rung runs on Hopper only, not on " +
+                  ap.hardware.name);
+    if (wgmma_rung && a.head_dim != 64 && a.head_dim != 128)
+      throw Error("parameter 'head_dim': the flash-wgmma rung has head dims 64 and 128, not " +
+                  std::to_string(a.head_dim) + " (96 and 256 run on flash-overlapped)");
+  }
+  if (ap.variant == AttentionVariant::naive || hopper)
+    ap.cost.kernels = attention_prefill_kernels(a, ap.variant, ap.dtype, ap.hardware,
+                                                wgmma_rung ? FlashRung::wgmma : FlashRung::overlapped);
   ap.prediction = predict(ap.cost, ap.hardware);
   return ap;
 }
 
 std::vector<Row> attention_rows(const AttentionPoint& ap) {
   Row r = op_row(ap.cost, ap.prediction, ap.prediction.total_s);
+  if (ap.flash_kernel != "automatic") set_cell(r, "variant", "flash-" + ap.flash_kernel);  // the rung, by name
   r.insert(r.begin() + 3, {"attention_kind", attention_kind_of(ap.shape.heads, ap.shape.kv_heads)});
   r.insert(r.begin() + 4, {"batch_used", num(ap.shape.batch)});
   r.insert(r.begin() + 5, {"kv_heads_count", num(ap.shape.kv_heads)});
@@ -598,7 +621,10 @@ const std::vector<Scenario>& scenarios() {
        "the attention core of a prefill (kernels/attention): naive vs flash, MHA/GQA/MQA, predicted and measured",
        {{"hardware", "", "hardware to predict for; measuring needs this GPU"},
         {"ceilings", "datasheet", kCeilingsHelp},
-        {"variant", "flash", "naive or flash"},
+        {"variant", "flash",
+         "naive, flash (the fastest rung: on Hopper the overlapped kernel), or one flash rung by name: "
+         "flash-overlapped, flash-wgmma (the persistent wgmma kernel the engine's varlen prefill runs; head dims 64 "
+         "and 128)"},
         {"dtype", "bf16", "bf16 or fp16"},
         {"batch", "1", "sequences (ignored when tokens is set)"},
         {"tokens", "0", "batch x seq; batch = tokens / seq when set"},

@@ -82,7 +82,7 @@ std::vector<Op> engine_step_ops(const ModelConfig& m, const Batch& batch, const 
       }
       if (np > 0) {
         AttentionShape s{np, m.heads, m.kv_heads, m.head_dim, max_new, max_past, true, std::nullopt, 0, 1};
-        const auto k = attention_prefill_kernels(s, AttentionVariant::flash, act, hw, /*varlen=*/true);
+        const auto k = attention_prefill_kernels(s, AttentionVariant::flash, act, hw, FlashRung::wgmma);  // varlen
         op.kernels.insert(op.kernels.end(), k.begin(), k.end());
       }
     } else {

@@ -423,9 +423,9 @@ std::vector<KernelLaunch> naive(const AttentionShape& s, DType dtype, const Hard
 }  // namespace
 
 std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, AttentionVariant v, DType dtype,
-                                                    const Hardware& hw, bool varlen) {
+                                                    const Hardware& hw, FlashRung rung) {
   if (v == AttentionVariant::naive) return naive(s, dtype, hw);
-  KernelLaunch k = varlen ? flash_sm90(s, dtype, hw) : flash_sm90_overlapped(s, dtype, hw);
+  KernelLaunch k = rung == FlashRung::wgmma ? flash_sm90(s, dtype, hw) : flash_sm90_overlapped(s, dtype, hw);
   const Op op = attention_cost(s, v, dtype, dtype);
   k.bytes = op.bytes();
   k.write_share = write_share(op);

@@ -380,6 +380,47 @@ TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
   EXPECT_THROW(complete_params(s, {{"hardware", "h100-sxm-80gb"}}), Error);  // seq is required
 }
 
+// A flash rung named in the variant is predicted as that kernel and measured on it (measure_cuda.cpp sets the
+// kernel's FlashKernel); plain flash stays the overlapped kernel on Hopper.
+TEST(AttentionScenario, AFlashRungByNameIsPredictedAsThatKernel) {
+  const Scenario& s = find_scenario("attention");
+  auto point = [&](const std::string& variant, const std::string& head_dim, const std::string& hw = "h200-sxm") {
+    return evaluate_attention_point(complete_params(s, {{"hardware", hw}, {"ceilings", "datasheet"}, {"seq", "4096"},
+                                                        {"tokens", "16384"}, {"variant", variant},
+                                                        {"head_dim", head_dim}}));
+  };
+  const AttentionPoint flash = point("flash", "128"), overlapped = point("flash-overlapped", "128"),
+                       wgmma = point("flash-wgmma", "128"), wgmma64 = point("flash-wgmma", "64");
+  ASSERT_EQ(wgmma.cost.kernels.size(), 1u);
+  EXPECT_EQ(wgmma.cost.kernels[0].kernel, "flash_fwd_sm90_kernel");
+  EXPECT_EQ(wgmma64.cost.kernels[0].kernel, "flash_fwd_sm90_kernel");
+  EXPECT_EQ(flash.cost.kernels[0].kernel, "flash_fwd_overlap_kernel");
+  EXPECT_EQ(overlapped.cost.kernels[0].kernel, "flash_fwd_overlap_kernel");
+  EXPECT_EQ(flash.flash_kernel, "automatic");
+  EXPECT_EQ(wgmma.flash_kernel, "wgmma");
+  EXPECT_DOUBLE_EQ(overlapped.prediction.total_s, flash.prediction.total_s);
+  EXPECT_EQ(get_cell(attention_rows(wgmma)[0], "variant"), "flash-wgmma");  // the fidelity family names the rung
+  EXPECT_EQ(get_cell(attention_rows(flash)[0], "variant"), "flash");
+  // The same work: the rung changes the time, not the FLOPs or bytes.
+  EXPECT_DOUBLE_EQ(wgmma.cost.flops, flash.cost.flops);
+  EXPECT_DOUBLE_EQ(wgmma.cost.bytes(), flash.cost.bytes());
+  // The wgmma rung serializes its softmax and products (measured 1.35-1.6x the overlapped kernel's time on the H100).
+  EXPECT_GT(wgmma.prediction.total_s, 1.2 * overlapped.prediction.total_s);
+  auto message = [&](const std::string& variant, const std::string& head_dim, const std::string& hw) {
+    try {
+      point(variant, head_dim, hw);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("flash-wgmma", "256", "h200-sxm").find("head dims 64 and 128"), std::string::npos);
+  EXPECT_NE(message("flash-wgmma", "96", "h100-sxm-80gb").find("head dims 64 and 128"), std::string::npos);
+  EXPECT_NE(message("flash-mma", "128", "h200-sxm").find("unknown flash rung 'mma'"), std::string::npos);
+  EXPECT_NE(message("flash-wgmma", "128", "a100-sxm-80gb").find("Hopper only"), std::string::npos);
+  EXPECT_NE(message("flashy", "128", "h200-sxm").find("unknown attention variant"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace inferlab
 

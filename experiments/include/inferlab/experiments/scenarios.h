@@ -97,6 +97,9 @@ struct AttentionPoint {
   Hardware hardware;
   AttentionShape shape;
   AttentionVariant variant = AttentionVariant::flash;
+  // The flash rung the point names (variant flash-overlapped or flash-wgmma: kernels/attention/attention.h
+  // FlashKernel by name); "automatic" for variant flash (the fastest rung the GPU has) and for naive.
+  std::string flash_kernel = "automatic";
   DType dtype = DType::bf16;
   Op cost;
   Prediction prediction;

@@ -114,10 +114,12 @@ struct KernelLaunch {
 // The kernel variants of kernels/ (names as their NOTES use them).
 // attention/flash_fwd_sm90 (wgmma, persistent) or attention/naive (pointer tables, cuBLAS QK^T,
 // softmax_rows, cuBLAS PV) for a prefill shape; bytes are the op's (sim/ops.h attention_cost).
-// Dense attention (attention.h, its automatic rung on the H100) runs flash_fwd_sm90_overlap; the varlen
-// prefill (prefill.h, the engine's) runs flash_fwd_sm90.
+// The flash rungs on Hopper that have a model (kernels/attention/attention.h FlashKernel): overlapped is
+// flash_fwd_sm90_overlap, dense attention's automatic rung there; wgmma is flash_fwd_sm90, the rung the varlen prefill
+// (prefill.h, the engine's) runs, in dense or varlen mode alike.
+enum class FlashRung { overlapped, wgmma };
 std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, AttentionVariant v, DType dtype,
-                                                    const Hardware& hw, bool varlen = false);
+                                                    const Hardware& hw, FlashRung rung = FlashRung::overlapped);
 // The overlapped flash kernel's tile by head dim (flash_fwd_sm90_overlap.cu builds OverlapTile from these; the
 // model charges the same tiles). 128 query rows a CTA (two consumer warpgroups of 64); in shared memory Q and
 // two stages each of K and V, every tile stored as 64-column 128-byte-swizzled atoms. The consumers hold
