@@ -35,6 +35,24 @@ nlohmann::json pipes_json(const PipeMeasurements& m) {
       "wgmma.m64n128k16 bf16 on random operands, one block of two warpgroups an SM, each issuing the flash kernels' "
       "S = Q K^T (shared-memory operands) and P V (A from registers) groups of 8 back to back");
   put("wgmma_clock_mhz", m.wgmma_clock_hz / 1e6, "clock64 ticks / globaltimer ns during the wgmma loop");
+  {  // by rising duty, each duty once (sim/hardware.h PipeCeilings::wgmma_clock_by_duty)
+    auto pts = m.wgmma_clock_by_duty;
+    std::sort(pts.begin(), pts.end());
+    nlohmann::json t = nlohmann::json::array();
+    double last = -1;
+    for (const auto& [duty, hz] : pts)
+      if (duty > last + 1e-9 && duty > 0 && duty <= 1.0 && hz > 0) {
+        t.push_back({duty, hz / 1e6});
+        last = duty;
+      }
+    if (!t.empty()) {
+      p["wgmma_clock_by_duty"] = t;
+      src["wgmma_clock_by_duty"] =
+          "measured: the wgmma loop with softmax-like CUDA-core work between its groups (8 chains of FFMA, MUFU.EX2, "
+          "FADD, FMNMX a thread a unit, 4..96 units), [duty, MHz]: duty = its FLOP an SM a clock over the "
+          "back-to-back loop's, the clock clock64 ticks / globaltimer ns";
+    }
+  }
   put("issue_per_clk", m.issue_per_clk, "independent FADD/LOP3 mix of 32 warps per SM: warp instructions per SM per clock");
   put("dependent_issue_cycles", m.dependent_issue_cycles, "one warp, a chain of dependent FFMAs: clock64 ticks per FFMA");
   put("dram_latency_us", m.dram_latency_loaded_s * 1e6,

@@ -293,9 +293,19 @@ PipeMeasurements measure_pipes(bool quick) {
      // so the clock is the one the power limit settles at
     if (compute_capability() == 90) {
       const int rounds = quick ? 256 : 4096;
-      const Timing tm = time_cuda([&] { launch_wgmma_ceiling(sms, rounds, stamps, fsink, t.stream); }, t);
+      const Timing tm = time_cuda([&] { launch_wgmma_ceiling(sms, rounds, 0, stamps, fsink, t.stream); }, t);
       m.tensor_wgmma = PipeRun{double(sms) * wgmma_ceiling_flops_per_block(rounds), tm.median_s, clock_of(stamped()), sms};
       m.wgmma_clock_hz = m.tensor_wgmma.clock_hz;
+      // The clock against the tensor pipe's duty: softmax-like units between the groups; the duty is the FLOP an SM
+      // a clock over the back-to-back run's. Launches of ~3 ms, as a prefill at seq 16384 is timed.
+      const double peak = m.tensor_wgmma.per_sm_per_clock();
+      const std::vector<int> sweep = quick ? std::vector<int>{8, 16, 32} : std::vector<int>{4, 8, 12, 16, 20, 24, 32, 48, 64, 96};
+      for (const int units : sweep) {
+        const int r = std::max(64, int(double(rounds) * 0.6 / (1.0 + units / 12.0)));
+        const Timing tu = time_cuda([&] { launch_wgmma_ceiling(sms, r, units, stamps, fsink, t.stream); }, t);
+        const PipeRun run{double(sms) * wgmma_ceiling_flops_per_block(r), tu.median_s, clock_of(stamped()), sms};
+        if (peak > 0 && run.clock_hz > 0) m.wgmma_clock_by_duty.emplace_back(run.per_sm_per_clock() / peak, run.clock_hz);
+      }
     }
   }
 #endif

@@ -3,7 +3,9 @@
 // (8 wgmma.m64n128k16 bf16, A and B from 128-byte-swizzled shared memory: head dim 128) and a P V group (A from
 // registers), into two accumulators, one group in flight while the next issues (wait_group 1). The operands are
 // random bf16 in [-1, 1): the clock the power limit holds depends on them (scripts/probes/wgmma_rate.cu on the H200:
-// 1.58-1.62 GHz on random operands, 1.71-1.80 on zeros, 4090-4100 FLOP an SM a clock either way).
+// 1.58-1.62 GHz on random operands, 1.71-1.80 on zeros, 4090-4100 FLOP an SM a clock either way). With CUDA-core work
+// between the groups the tensor pipe is busy less of the time and the clock rises (scripts/probes/wgmma_duty.cu on
+// the H200: ~1.8 GHz up to a share of 0.57, 1.66 at 0.755, 1.53-1.55 at 0.94-0.99): PipeMeasurements::wgmma_clock_by_duty.
 #include "wgmma_ceiling.h"
 
 #include <cstdint>
@@ -26,7 +28,17 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
-__global__ void __launch_bounds__(256) wgmma_ceiling_kernel(int iters, unsigned long long* stamps, float* sink) {
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// `units` units of softmax-like CUDA-core work between each round's two groups (a unit: 8 independent chains of
+// FFMA, MUFU.EX2, FADD, FMNMX a thread), which run while the first group is in flight: the more units, the less of
+// the time the tensor pipe is busy (0: the products back to back).
+__global__ void __launch_bounds__(256) wgmma_ceiling_kernel(int iters, int units, unsigned long long* stamps,
+                                                            float* sink) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem[];
   unsigned long long c0 = 0, g0 = 0;
@@ -53,6 +65,9 @@ __global__ void __launch_bounds__(256) wgmma_ceiling_kernel(int iters, unsigned 
   float s[64], o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) s[i] = o[i] = 0.f;
+  float x[8], xsum = 0.f, xmax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = 0.1f * float((threadIdx.x + i) & 7);
   for (int it = 0; it < iters; ++it) {
     wgmma::fence();
 #pragma unroll
@@ -62,6 +77,14 @@ __global__ void __launch_bounds__(256) wgmma_ceiling_kernel(int iters, unsigned 
     }
     wgmma::commit();
     wgmma::wait<1>();
+    for (int u = 0; u < units; ++u) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        x[i] = ex2(fmaf(x[i], -0.5f, 0.1f));
+        xsum += x[i];
+        xmax = fmaxf(xmax, x[i]);
+      }
+    }
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk)
@@ -72,7 +95,7 @@ __global__ void __launch_bounds__(256) wgmma_ceiling_kernel(int iters, unsigned 
   wgmma::wait<0>();
   wgmma::fence_operand(s);
   wgmma::fence_operand(o);
-  float sum = 0;
+  float sum = xsum + xmax;
 #pragma unroll
   for (int i = 0; i < 64; ++i) sum += s[i] + o[i];
   if (sum == 1234.5f) *sink = sum;
@@ -91,10 +114,11 @@ __global__ void __launch_bounds__(256) wgmma_ceiling_kernel(int iters, unsigned 
 double wgmma_ceiling_flops_per_block(int iters) { return 2.0 /*warpgroups*/ * kGroups * kGroupFlops * double(iters); }
 int wgmma_ceiling_smem_bytes() { return 2 * kTileBytes; }
 
-void launch_wgmma_ceiling(int blocks, int iters, unsigned long long* stamps, float* sink, cudaStream_t stream) {
+void launch_wgmma_ceiling(int blocks, int iters, int units, unsigned long long* stamps, float* sink,
+                          cudaStream_t stream) {
   static KernelSmem attr;
   attr.ensure(wgmma_ceiling_kernel, wgmma_ceiling_smem_bytes(), "ceilings/wgmma");
-  wgmma_ceiling_kernel<<<blocks, 256, wgmma_ceiling_smem_bytes(), stream>>>(iters, stamps, sink);
+  wgmma_ceiling_kernel<<<blocks, 256, wgmma_ceiling_smem_bytes(), stream>>>(iters, units, stamps, sink);
   INFERLAB_CHECK_LAUNCH();
 }
 

@@ -11,7 +11,9 @@ double wgmma_ceiling_flops_per_block(int iters);
 // Dynamic shared memory the kernel takes (set as its attribute by the launcher).
 int wgmma_ceiling_smem_bytes();
 // Launches `blocks` blocks of 256 threads; block 0's thread 0 writes clock64 and %globaltimer at its start and end
-// to stamps[0..3]. For compute capability 9.0 only (sm_90a code).
-void launch_wgmma_ceiling(int blocks, int iters, unsigned long long* stamps, float* sink, cudaStream_t stream);
+// to stamps[0..3]. `units` units of softmax-like CUDA-core work run between each round's two groups (0: the products
+// back to back). For compute capability 9.0 only (sm_90a code).
+void launch_wgmma_ceiling(int blocks, int iters, int units, unsigned long long* stamps, float* sink,
+                          cudaStream_t stream);
 
 }  // namespace inferlab

@@ -92,6 +92,24 @@ void read_pipes(PipeCeilings& p, const nlohmann::json& j, const std::string& whe
     const std::string s = src ? jf::string(*src, f.key, where + ": pipes.sources") : "";
     p.sources[f.key] = s.empty() ? label : s;
   }
+  // wgmma_clock_by_duty: [[share of the time the tensor pipe is busy, MHz], ...] by rising share.
+  if (const auto* t = jf::find(j, "wgmma_clock_by_duty")) {
+    const std::string what = where + ": pipes.wgmma_clock_by_duty";
+    if (!t->is_array() || t->empty()) throw Error(what + " must be a non-empty array of [duty, MHz] pairs");
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& e : *t) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number())
+        throw Error(what + ": every entry must be a [duty, MHz] pair of numbers");
+      const double d = e[0].get<double>(), mhz = e[1].get<double>();
+      if (!(d >= 0 && d <= 1)) throw Error(what + ": a duty must lie in [0, 1], got " + std::to_string(d));
+      if (!(mhz > 0)) throw Error(what + ": a clock must be positive, got " + std::to_string(mhz));
+      if (!pts.empty() && !(d > pts.back().first)) throw Error(what + ": the duties must rise");
+      pts.emplace_back(d, mhz * 1e6);
+    }
+    p.wgmma_clock_by_duty = pts;
+    const std::string s = src ? jf::string(*src, "wgmma_clock_by_duty", where + ": pipes.sources") : "";
+    p.sources["wgmma_clock_by_duty"] = s.empty() ? label : s;
+  }
 }
 
 // The H200 (the H100's GH100 die and L2) measured 95.2 vector reductions a clock against 224.4 scalar ones in the
@@ -170,6 +188,22 @@ void derive_pipes(Hardware& h) {
 }
 
 }  // namespace
+
+double PipeCeilings::wgmma_clock_at(double duty) const {
+  // The points measured with CUDA-core work beside the products, and at duty 1 the products back to back
+  // (wgmma_clock_hz, the run the duties are measured against).
+  auto t = wgmma_clock_by_duty;
+  if (t.empty()) return wgmma_clock_hz;
+  if (t.back().first < 1.0 && wgmma_clock_hz > 0) t.emplace_back(1.0, wgmma_clock_hz);
+  if (duty <= t.front().first) return t.front().second;
+  if (duty >= t.back().first) return t.back().second;
+  for (size_t i = 1; i < t.size(); ++i)
+    if (duty <= t[i].first) {
+      const double f = (duty - t[i - 1].first) / (t[i].first - t[i - 1].first);
+      return t[i - 1].second + f * (t[i].second - t[i - 1].second);
+    }
+  return t.back().second;
+}
 
 double Hardware::matmul_peak(DType t) const {
   if (t == DType::fp32) return vector_peak();

@@ -95,6 +95,16 @@ TEST(Ceilings, TheWgmmaRateAndClockArePlausible) {
   EXPECT_GT(rate, 1.2 * m.tensor_mma.per_sm_per_clock());
   EXPECT_GT(m.wgmma_clock_hz, 0.5e9);
   EXPECT_LT(m.wgmma_clock_hz, 1.03 * m.tensor_clock_hz);
+  // With CUDA-core work between the groups the tensor pipe is busy less of the time (quick: 8, 16, 32 units) and the
+  // clock is no lower than under the products back to back (the H200: ~1.8 GHz at a duty of 0.36, 1.55 at 0.94).
+  ASSERT_EQ(m.wgmma_clock_by_duty.size(), 3u);
+  for (const auto& [duty, hz] : m.wgmma_clock_by_duty) {
+    EXPECT_GT(duty, 0.05);
+    EXPECT_LT(duty, 1.02);
+    EXPECT_GT(hz, 0.97 * m.wgmma_clock_hz);
+    EXPECT_LT(hz, 1.03 * m.tensor_clock_hz * 1.1);
+  }
+  EXPECT_LT(m.wgmma_clock_by_duty.back().first, m.wgmma_clock_by_duty.front().first);  // 32 units: the least busy
 }
 
 TEST(Ceilings, BandwidthsArePlausible) {

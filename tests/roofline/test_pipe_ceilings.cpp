@@ -30,7 +30,10 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   m.launch_floor_library_s = 5.5e-6;  // fp8's not measured (launch_floor_library_fp8_s 0)
   m.tensor_wgmma = PipeRun{4000.0 * 132 * 1.6e9 * 5e-3, 5e-3, 1.6e9, 132};  // not the H100 file's 4096
   m.wgmma_clock_hz = 1.6e9;
+  // measured by falling duty (more CUDA-core work each point), one duty twice: written by rising duty, each once
+  m.wgmma_clock_by_duty = {{0.9, 1.55e9}, {0.6, 1.75e9}, {0.6, 1.76e9}, {0.3, 1.8e9}};
   const nlohmann::json pj = pipes_json(m);
+  EXPECT_EQ(pj.at("wgmma_clock_by_duty"), nlohmann::json::parse("[[0.3, 1800.0], [0.6, 1750.0], [0.9, 1550.0]]"));
   EXPECT_FALSE(pj.contains("launch_floor_library_fp8_us"));
   EXPECT_NEAR(pj.at("wgmma_flops_per_clk").get<double>(), 4000.0, 1e-9);
   EXPECT_NEAR(pj.at("wgmma_clock_mhz").get<double>(), 1600.0, 1e-9);
@@ -50,6 +53,8 @@ TEST(PipeCeilings, MeasuredPipesOverrideTheDerivedOnesWithTheirSource) {
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_s, 5.5e-6);
   EXPECT_DOUBLE_EQ(h.pipes.launch_floor_library_fp8_s, 5.5e-6);  // derived from the bf16 one
   EXPECT_DOUBLE_EQ(h.pipes.wgmma_clock_hz, 1.6e9);
+  EXPECT_DOUBLE_EQ(h.pipes.wgmma_clock_at(0.75), 1.65e9);  // the measured points, read back and interpolated
+  EXPECT_EQ(h.pipes.sources.at("wgmma_clock_by_duty").rfind("measured", 0), 0u);
   EXPECT_NEAR(h.pipes.wgmma_flops_per_clk, 4000.0, 1e-9);
   EXPECT_EQ(h.pipes.sources.at("wgmma_flops_per_clk").rfind("measured", 0), 0u);
   EXPECT_EQ(h.pipes.sources.at("wgmma_clock_mhz").rfind("measured", 0), 0u);

@@ -32,6 +32,9 @@ struct PipeMeasurements {
   double fma_clock_hz = 0;      // SM clock during the FP32 run
   double tensor_clock_hz = 0;   // SM clock during the tensor run
   double wgmma_clock_hz = 0;    // SM clock during the wgmma run (the power limit's)
+  // The SM clock against the share of the time the tensor pipe is busy: the wgmma run with softmax-like CUDA-core work
+  // between its groups, (duty, Hz) a point, duty = the run's FLOP an SM a clock over the back-to-back run's.
+  std::vector<std::pair<double, double>> wgmma_clock_by_duty;
   double dependent_issue_cycles = 0;  // one warp, a chain of dependent FFMAs: clock64 ticks per instruction
   double issue_per_clk = 0;     // independent instructions of many warps: warp instructions per SM per clock
   double dram_latency_idle_s = 0, dram_latency_loaded_s = 0;  // pointer chase, seconds per hop
