@@ -11,6 +11,10 @@
 //   timed      as the experiments time a launch: L2 flushed before each of 30 repeats, the median (probe.cuh Timer)
 // Reported per F: the tensor pipe's duty (FLOP an SM a clock / 4096), the clock (clock64 ticks over %globaltimer ns,
 // block 0's thread 0, median over the repeats) and the FLOP an SM a clock.
+// Found (H200, 2026-11-29): ~1.8 GHz up to a duty of 0.57, 1.66 at 0.755, 1.53-1.55 at 0.94-0.99. The flash kernels'
+// clocks do not follow this curve alone: the overlapped kernel at head dim 96 keeps the tensor pipe 61% busy (ncu) and
+// runs at 1.58 GHz in the experiments' timing, where the curve holds 1.78 (kernels/attention/NOTES.md). `inferlab
+// ceilings` measures the same sweep (PipeMeasurements::wgmma_clock_by_duty).
 // Not part of the build (a probe):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a scripts/probes/wgmma_duty.cu -o wgmma_duty
 //   ./wgmma_duty

@@ -189,22 +189,6 @@ void derive_pipes(Hardware& h) {
 
 }  // namespace
 
-double PipeCeilings::wgmma_clock_at(double duty) const {
-  // The points measured with CUDA-core work beside the products, and at duty 1 the products back to back
-  // (wgmma_clock_hz, the run the duties are measured against).
-  auto t = wgmma_clock_by_duty;
-  if (t.empty()) return wgmma_clock_hz;
-  if (t.back().first < 1.0 && wgmma_clock_hz > 0) t.emplace_back(1.0, wgmma_clock_hz);
-  if (duty <= t.front().first) return t.front().second;
-  if (duty >= t.back().first) return t.back().second;
-  for (size_t i = 1; i < t.size(); ++i)
-    if (duty <= t[i].first) {
-      const double f = (duty - t[i - 1].first) / (t[i].first - t[i - 1].first);
-      return t[i - 1].second + f * (t[i].second - t[i - 1].second);
-    }
-  return t.back().second;
-}
-
 double Hardware::matmul_peak(DType t) const {
   if (t == DType::fp32) return vector_peak();
   const std::string key = tensor_peak_key(t);

@@ -282,12 +282,6 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   k.work.tensor_flops = wg_tiles * flash_wg_tile_flops(BN, s.head_dim);
   k.work.tensor_dtype = dtype;
   k.startup_round_trips = 2;
-  // Its products' share of the SM's time, where the pipes add up (serialized) or issue binds: what sets its clock.
-  const PipeCeilings& pc = hw.pipes;
-  const double tensor_cycles = k.work.tensor_flops / pc.wgmma_flops_per_clk;
-  const double other_cycles = k.work.mufu / pc.mufu_lanes + k.work.fp32 / pc.fp32_lanes + k.work.alu / pc.alu_lanes +
-                              k.work.cvt / pc.cvt_lanes;
-  k.tensor_duty = tensor_cycles / std::max(tensor_cycles + other_cycles, k.work.warp_instructions() / pc.issue_per_clk);
   // Between one item's last tile and the next item's first product, four dependent steps: the
   // work counter's atomic, the item slot handed through shared memory, the Q buffer released and
   // refilled, the first K/V tile.
@@ -354,7 +348,6 @@ KernelLaunch flash_sm90_overlapped(const AttentionShape& s, DType dtype, const H
   const double pair_cycles = pair_flops / hw.pipes.wgmma_flops_per_clk + 2.0 * 128.0 * c.mufu / hw.pipes.mufu_lanes;
   const double step = std::max(chain, pair_cycles);
   k.cta_cycles = step * wg_tiles / 2.0 / double(k.ctas) + chain * items_per_sm;
-  k.tensor_duty = pair_flops / hw.pipes.wgmma_flops_per_clk / step;
   k.sm_round_trips = items_per_sm;
   // One Q buffer (head dim 256, sim/kernels.h): the producer loads the next item's Q only once the consumers
   // have released the buffer, after the item's last S, so per item that load stands exposed: one more round

@@ -51,7 +51,7 @@ void predict_launch(const KernelLaunch& k, const Hardware& hw, Prediction& p, st
   const bool tensor_clocked = mmas > 0 && mmas * kTensorClockedInstructions >= k.work.warp_instructions();
   // A launch whose wgmma keep the tensor pipe busy runs at the clock the power limit holds under sustained wgmma
   // (scripts/probes/wgmma_rate.cu, the H200: 1.58-1.62 GHz on random operands, 1.71-1.80 on zeros).
-  const double clock = k.wgmma_clocked ? c.wgmma_clock_at(k.tensor_duty) : tensor_clocked ? c.tensor_clock_hz : c.sm_clock_hz;
+  const double clock = k.wgmma_clocked ? c.wgmma_clock_hz : tensor_clocked ? c.tensor_clock_hz : c.sm_clock_hz;
   const double per = active * clock;
   const double tensor =
       k.tensor == TensorPath::sm        ? k.work.tensor_flops / (active * c.tensor_flops_per_clk * fp8 * clock)

@@ -101,16 +101,11 @@ constexpr FamilyBound kBounds[] = {
     // 0.22 -> 0.20 on 2026-11-29, the kernel unchanged: a tile pair's products at the SM's wgmma rate and every cycle
     // at the clock of sustained wgmma (`inferlab ceilings`' probe: 4079 FLOP a clock at 1587 MHz on the H200), not at
     // the library GEMM's rate and the SM clock: median 7.1 -> 5.5%, worst 21.3 -> 19.7%; the H200 18.6 -> 5.2%.
-    // 0.20 -> 0.21 on 2026-11-29, the kernels unchanged: the clock follows the share of the time the products keep
-    // the tensor pipe busy (measured on the H200 against CUDA-core work beside the products: ~1.8 GHz up to a share of
-    // 0.57, 1.53-1.55 from 0.94; ncu put the overlapped kernel at head dim 64 and the wgmma rung at 1.79-1.80 GHz),
-    // not at the 1.59 of wgmma back to back wherever: median 5.5 -> 5.5%; head dim 96, at a share of 0.59, is now
-    // predicted 6-17% fast (its tile pair takes more cycles than the tensor + SFU sum, which the low clock hid).
-    {"flash prefill", 0.21,
-     "d96 causal at seq 512 predicted 17% fast (its tile pair takes more cycles than the tensor + SFU sum at the "
-     "clock its tensor duty measures); d64 at seq 512-1024 and d256 there: an item's cost beside its tiles grows with "
-     "the head dim (about 1.2 us at d64 to 6 us at d256, measured), where the model charges one tile's chain and a "
-     "round trip; d128 (the H100's rows are the kernel before v7h's 16-byte O stores) within -9 to +7%"},
+    {"flash prefill", 0.20,
+     "d64 at seq 512-1024 predicted up to 20% slow and d256 there up to 12% fast (the H200: 32%): an item's cost "
+     "beside its tiles grows with the head dim (about 1.2 us at d64 to 6 us at d256, measured), where the model "
+     "charges one tile's chain and a round trip; d128 causal at seq 16384 15% slow (the tensor + SFU sum, a "
+     "stand-in for the softmax's dependency chain, overstates d128, whose ping-pong hides more of it)"},
     // 2026-11-28 (kernels/gemm/NOTES.md r19): the decode kernel issues mma.sync, so it runs at the tensor clock (the
     // probe tensor_clock.cu: from one SM on, ~1.81 GHz on the H200), which moved every point ~6% slower: median 2.5 ->
     // 2.7%, worst 16.4 -> 16.3%, the worst now at batch 1 and 32k.

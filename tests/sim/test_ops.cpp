@@ -264,8 +264,7 @@ TEST(Roofline, ALaunchIssuingTensorInstructionsRunsAtTheTensorClock) {
 }
 
 // wgmma's products run at the SM's wgmma rate (4096 FLOP a clock on Hopper), mma.sync's at its measured rate (2727 on
-// the H100 and the H200); a launch declared wgmma-clocked runs at the clock the power limit holds at its tensor duty
-// (1: the products back to back, wgmma_clock_hz), whatever it issues.
+// the H100 and the H200); a launch declared wgmma-clocked runs at the clock of sustained wgmma, whatever it issues.
 TEST(Roofline, WgmmaRunsAtItsOwnRateAndAWgmmaClockedLaunchAtItsClock) {
   Hardware hw = load_hardware("h200-sxm", CeilingsMode::measured);
   hw.pipes.wgmma_clock_hz = 1.6e9;
@@ -287,10 +286,6 @@ TEST(Roofline, WgmmaRunsAtItsOwnRateAndAWgmmaClockedLaunchAtItsClock) {
   EXPECT_NEAR(tensor_s(TensorPath::sm, false), 1e12 / (sms * c.tensor_flops_per_clk * c.tensor_clock_hz), 1e-15);
   EXPECT_NEAR(tensor_s(TensorPath::wgmma, false), 1e12 / (sms * c.wgmma_flops_per_clk * c.tensor_clock_hz), 1e-15);
   EXPECT_NEAR(tensor_s(TensorPath::wgmma, true), 1e12 / (sms * c.wgmma_flops_per_clk * 1.6e9), 1e-15);
-  k.tensor_duty = 0.4;  // the H200's measured points: ~1.77 GHz there
-  const double at_duty = c.wgmma_clock_at(0.4);
-  EXPECT_GT(at_duty, 1.7e9);
-  EXPECT_NEAR(tensor_s(TensorPath::wgmma, true), 1e12 / (sms * c.wgmma_flops_per_clk * at_duty), 1e-15);
 }
 
 }  // namespace
@@ -419,54 +414,16 @@ TEST(Ops, OverlappedFlashTilePairSerializesTensorAndSfuWhereLonger) {
   const double per_pair = (k.cta_cycles - items * kChain) / pairs;
   EXPECT_NEAR(per_pair, tensor + sfu, 1e-6 * (tensor + sfu));
   EXPECT_GT(per_pair, kChain);
-  // The prediction: those cycles at the clock the power limit holds at the share of the time the products keep the
-  // tensor pipe busy (PipeCeilings::wgmma_clock_at; head dim 64: about half, where the H200 holds ~1.8 GHz, not the
-  // 1.59 of sustained wgmma), whatever the library GEMM's rate.
-  EXPECT_NEAR(k.tensor_duty, tensor / per_pair, 1e-9);
-  const double clock = hw.pipes.wgmma_clock_at(k.tensor_duty);
-  EXPECT_GT(clock, 1.7e9);
+  // The prediction: those cycles at the clock of sustained wgmma, whatever the library GEMM's rate.
   Op op = attention_cost(a, AttentionVariant::flash, DType::bf16, DType::bf16);
   op.kernels = attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw);
   const double t = predict(op, hw).latency_s;
-  EXPECT_NEAR(t, k.cta_cycles / clock, 1e-9 * t);
+  EXPECT_NEAR(t, k.cta_cycles / hw.pipes.wgmma_clock_hz, 1e-9 * t);
   Hardware halved = hw;
   halved.tensor_dense["bf16"] /= 2;
   EXPECT_DOUBLE_EQ(predict(op, halved).latency_s, t);
-  halved.pipes.wgmma_clock_by_duty.clear();  // no measured points: the sustained-wgmma clock at any duty
-  halved.pipes.wgmma_clock_hz = clock / 2;
+  halved.pipes.wgmma_clock_hz /= 2;
   EXPECT_NEAR(predict(op, halved).latency_s, 2 * t, 1e-9 * t);
-}
-
-// The two Hopper rungs declare how busy their products keep the tensor pipe, which sets their clock: the overlapped
-// kernel's share rises with the head dim (its products grow, the exponentials a tile do not), and the wgmma rung,
-// whose softmax and products add up, keeps it less busy than the overlapped kernel at the same head dim.
-TEST(Ops, TheFlashRungsDeclareTheirTensorDuty) {
-  const Hardware hw = load_hardware("h200-sxm", CeilingsMode::measured);
-  AttentionShape a;
-  a.batch = 1;
-  a.heads = 16;
-  a.kv_heads = 16;
-  a.new_tokens = 16384;
-  a.causal = false;
-  auto duty = [&](int64_t d, FlashRung rung) {
-    a.head_dim = d;
-    return attention_prefill_kernels(a, AttentionVariant::flash, DType::bf16, hw, rung)[0].tensor_duty;
-  };
-  for (int64_t d : {64, 96, 128, 256}) {
-    SCOPED_TRACE(d);
-    EXPECT_GT(duty(d, FlashRung::overlapped), 0.3);
-    EXPECT_LT(duty(d, FlashRung::overlapped), 1.0);
-  }
-  EXPECT_LT(duty(64, FlashRung::overlapped), duty(128, FlashRung::overlapped));
-  EXPECT_LT(duty(128, FlashRung::overlapped), duty(256, FlashRung::overlapped));
-  for (int64_t d : {64, 128}) {
-    SCOPED_TRACE(d);
-    EXPECT_GT(duty(d, FlashRung::wgmma), 0.1);
-    EXPECT_LT(duty(d, FlashRung::wgmma), duty(d, FlashRung::overlapped));
-  }
-  // Its clock: the measured one at that duty (the H200: ~1.8 GHz at the wgmma rung's head dim 64, lower at the
-  // overlapped kernel's head dim 256).
-  EXPECT_GT(hw.pipes.wgmma_clock_at(duty(64, FlashRung::wgmma)), hw.pipes.wgmma_clock_at(duty(256, FlashRung::overlapped)));
 }
 
 }  // namespace

@@ -32,14 +32,12 @@ struct PipeCeilings {
   // 4090-4100 FLOP a clock at 1.58-1.62 GHz against mma.sync's 2727 at 1.81; scripts/probes/wgmma_rate.cu).
   double wgmma_flops_per_clk = 0;
   double wgmma_clock_hz = 0;
-  // The same clock against how busy the tensor pipe is (its share of the time, 0..1), measured with the products
-  // interleaved with CUDA-core work (scripts/probes/wgmma_duty.cu; the H200: 1.8 GHz up to a share of ~0.55, the tensor
-  // clock, falling to 1.53-1.58 at 0.94-1.0): (share, Hz) points by rising share. Empty: wgmma_clock_hz at any share.
+  // The same clock against how busy the tensor pipe is (its share of the time, 0..1), measured with softmax-like
+  // CUDA-core work between the products (`inferlab ceilings`; the H200: 1.74-1.82 GHz up to a share of 0.62, 1.65 at
+  // 0.75, 1.57 at 0.98): (share, Hz) points by rising share. Not charged by the model: the flash kernels' own clocks
+  // do not follow it (the overlapped kernel at head dim 96, 61% busy, runs at 1.58 GHz where these points hold 1.78;
+  // kernels/attention/NOTES.md), so a wgmma-clocked launch runs at wgmma_clock_hz.
   std::vector<std::pair<double, double>> wgmma_clock_by_duty;
-  // The clock of a launch whose products keep the tensor pipe busy `duty` of its time: the measured points and, at
-  // duty 1, wgmma_clock_hz (the products back to back), interpolated linearly; below the first point its clock.
-  // Without points, wgmma_clock_hz.
-  double wgmma_clock_at(double duty) const;
   double fp32_lanes = 0;       // FP32 FMA/ADD/MUL results per SM per clock
   double alu_lanes = 0;        // integer/logic/compare/select results per SM per clock
   double mufu_lanes = 0;       // special-function (ex2, rcp, rsqrt) results per SM per clock

@@ -59,12 +59,10 @@ struct KernelLaunch {
   // computes on them).
   bool memory_overlapped = true;
   TensorPath tensor = TensorPath::none;
-  // Whether its clock is the one the power limit holds under wgmma (the flash kernels): the clock at the share of its
-  // time its products keep the tensor pipe busy (tensor_duty, which the kernel's model declares;
-  // PipeCeilings::wgmma_clock_at: the H200 holds 1.8 GHz up to a share of ~0.55 and 1.53-1.58 from 0.94). Else the
-  // clock follows how often it issues tensor-core instructions (sim/src/roofline.cpp).
+  // Whether its products keep the tensor pipe busy most of its time (the flash kernels: ncu 76% on the H200): it runs
+  // at the clock of sustained wgmma (PipeCeilings::wgmma_clock_hz), which the power limit sets. Else the clock
+  // follows how often it issues tensor-core instructions (sim/src/roofline.cpp).
   bool wgmma_clocked = false;
-  double tensor_duty = 1;
   LaunchMode launch = LaunchMode::eager;
   int64_t ctas = 1;
   int ctas_per_sm = 1;  // resident at once
