@@ -10,8 +10,12 @@
 // Prefill (prefill.h, varlen over a KV cache) at the engine's shapes: Llama-2-7B / Llama-3-8B
 // heads (32 query heads, 32 or 8 KV heads, head dim 128), causal, bf16, paged blocks of 16 and
 // contiguous: 4 x 512 new after 1024 past; 1 x 2048 new; 16 x 128 new after 0, 273, ..., 4096 past.
-// Charged with prefill_cost (sim's batch_attention_op of the same sequences); kernel_ms (CUPTI,
-// the kernel alone) beside the event time.
+// Charged with prefill_cost (sim's batch_attention_op of the same sequences: the op's roofline) and, on Hopper, as the
+// engine's step charges it (engine_model_ms, engine_error_pct: the wgmma rung's model over the longest sequence);
+// kernel_ms (CUPTI, the kernel alone) beside the event time. Also the trained models' attention (head dim 64, 8 heads)
+// and dense twins of the uniform mixes on the automatic rung and on the wgmma rung (what the varlen mode costs).
+// The dense rows are charged by their rung's model where sim/ has one (naive; the overlapped and wgmma kernels on
+// Hopper), the op's roofline otherwise.
 //   inferlab_bench_attention --benchmark_filter=prefill
 #include <benchmark/benchmark.h>
 
@@ -46,7 +50,16 @@ void run_shape(benchmark::State& state, const AttentionShape& cs, AttentionVaria
   }
   AttentionParams shape = params_for(cs, DType::bf16);
   shape.flash = flash;
-  const Op cost = attention_cost(cost_shape(shape), variant, shape.dtype, shape.dtype);
+  Op cost = attention_cost(cost_shape(shape), variant, shape.dtype, shape.dtype);
+  // The rung's own model where sim/ has one (the naive path; on Hopper the overlapped and wgmma flash kernels), as
+  // the experiments charge it; the mma.sync rung and other GPUs: the op's roofline.
+  const bool hopper = hw.architecture.find("Hopper") != std::string::npos;
+  if (variant == AttentionVariant::naive) {
+    cost.kernels = attention_prefill_kernels(cost_shape(shape), variant, shape.dtype, hw);
+  } else if (hopper && flash.kernel != FlashKernel::mma) {
+    cost.kernels = attention_prefill_kernels(cost_shape(shape), variant, shape.dtype, hw,
+                                             flash.kernel == FlashKernel::wgmma ? FlashRung::wgmma : FlashRung::overlapped);
+  }
   const Prediction pred = predict(cost, hw);
   AttentionMeasurement m;
   try {
@@ -90,6 +103,9 @@ void run_prefill(benchmark::State& state, const PrefillShape& s) {
   }
   const Op cost = prefill_shape_cost(s);
   const Prediction pred = predict(cost, hw);
+  // The engine's charge for the same launch (its step model: the wgmma rung over the longest sequence) on Hopper.
+  const bool hopper = hw.architecture.find("Hopper") != std::string::npos;
+  const double engine_s = hopper ? predict(prefill_shape_engine_cost(s, hw), hw).total_s : 0.0;
   PrefillMeasurement m;
   try {
     for (auto _ : state) {
@@ -107,6 +123,10 @@ void run_prefill(benchmark::State& state, const PrefillShape& s) {
   state.counters["predicted_ms"] = pred.total_s * 1e3;
   state.counters["error_pct"] = 100.0 * (pred.total_s - t) / t;
   state.counters["spread_pct"] = 100.0 * m.timing.spread();
+  if (engine_s > 0) {
+    state.counters["engine_model_ms"] = engine_s * 1e3;
+    state.counters["engine_error_pct"] = 100.0 * (engine_s - t) / t;
+  }
   state.counters["kernel_ms"] = m.kernel_s * 1e3;
   state.counters["kernel_TFLOP/s"] = m.kernel_s > 0 ? cost.flops / m.kernel_s / 1e12 : 0;
   state.SetLabel(hw.ceilings_source);
@@ -139,6 +159,20 @@ void register_prefill() {
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
       }
+  // The trained models' attention (data/models/trained: head dim 64, 8 query and 8 KV heads), paged: the shape the
+  // engine's prefill runs on the lab's own models.
+  for (const Mix& mix : mixes) {
+    PrefillShape s;
+    s.heads = 8;
+    s.kv_heads = 8;
+    s.head_dim = 64;
+    s.sequences = mix.sequences;
+    const std::string name = std::string("attention/prefill_paged16/d64-MHA-8/") + mix.name;
+    benchmark::RegisterBenchmark(name.c_str(), [s](benchmark::State& st) { run_prefill(st, s); })
+        ->Iterations(1)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   // The dense flash kernel at the uniform mixes' shapes: what the varlen mode costs over it.
   for (int64_t kv : {32, 8})
     for (const Mix& mix : mixes) {
@@ -153,6 +187,15 @@ void register_prefill() {
       cs.causal = true;
       const std::string name = std::string("attention/prefill_dense_twin") + (kv == 32 ? "/MHA/" : "/GQA-4/") + mix.name;
       benchmark::RegisterBenchmark(name.c_str(), [cs](benchmark::State& st) { run_shape(st, cs, AttentionVariant::flash); })
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+      // ... and on the rung the varlen prefill runs (the wgmma kernel): what the varlen mode itself costs.
+      FlashOptions wgmma;
+      wgmma.kernel = FlashKernel::wgmma;
+      const std::string wname = std::string("attention/prefill_dense_twin_wgmma") + (kv == 32 ? "/MHA/" : "/GQA-4/") + mix.name;
+      benchmark::RegisterBenchmark(wname.c_str(),
+                                   [cs, wgmma](benchmark::State& st) { run_shape(st, cs, AttentionVariant::flash, wgmma); })
           ->Iterations(1)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);

@@ -9,6 +9,7 @@
 #include "inferlab/kernels/common/device_buffer.h"
 #include "inferlab/kernels/common/random.h"
 #include "inferlab/roofline/kernel_trace.h"
+#include "inferlab/sim/engine_step.h"
 #include "inferlab/sim/error.h"
 
 namespace inferlab {
@@ -64,6 +65,28 @@ Plan plan(const PrefillShape& s) {
 Op prefill_shape_cost(const PrefillShape& s) {
   const Plan pl = plan(s);
   return prefill_cost(pl.p, pl.q_start, pl.lens);
+}
+
+Op prefill_shape_engine_cost(const PrefillShape& s, const Hardware& hw) {
+  plan(s);  // validates the shape
+  ModelConfig m;  // one layer of the shape's attention; the other widths only make the step's other ops valid
+  m.name = "prefill";
+  m.layers = 1;
+  m.heads = s.heads;
+  m.kv_heads = s.kv_heads;
+  m.head_dim = s.head_dim;
+  m.hidden = s.heads * s.head_dim;
+  m.intermediate = m.hidden;
+  m.vocab = 1;
+  Batch batch;
+  batch.kv_block_size = s.layout == KvLayout::paged ? s.block_size : 0;
+  for (const auto& w : s.sequences) batch.sequences.push_back(SequenceWork{w.new_tokens, w.past_tokens, w.count, 0});
+  OpOptions o;
+  o.precision.act = o.precision.kv = s.dtype;
+  o.causal = s.causal;
+  for (Op& op : engine_step_ops(m, batch, o, hw, LaunchMode::eager))
+    if (op.name == "attention") return op;
+  throw Error("prefill shape: the engine's step has no attention op");
 }
 
 void check_prefill_fits(const PrefillShape& s) {

@@ -7,6 +7,7 @@
 
 #include "inferlab/kernels/attention/prefill.h"
 #include "inferlab/roofline/timing.h"
+#include "inferlab/sim/hardware.h"
 #include "inferlab/sim/ops.h"
 
 namespace inferlab {
@@ -27,6 +28,9 @@ struct PrefillMeasurement {
 
 // The sim/ cost of the shape's launch (prefill_cost: batch_attention_op of its sequences).
 Op prefill_shape_cost(const PrefillShape& s);
+// The same op as the engine's step charges it on `hw` (sim/engine_step.h engine_step_ops' attention, its launch the
+// wgmma flash rung over the longest of the sequences: the model's stand-in for a varlen launch).
+Op prefill_shape_engine_cost(const PrefillShape& s, const Hardware& hw);
 // Throws inferlab::Error naming the shortfall before anything is allocated.
 void check_prefill_fits(const PrefillShape& s);
 PrefillMeasurement measure_prefill(const PrefillShape& s, const TimingOptions& timing = {}, bool trace_kernels = false);
