@@ -55,12 +55,12 @@ std::vector<Op> engine_step_ops(const ModelConfig& m, const Batch& batch, const 
     fold(*t, *f);
     ops.erase(f);
   }
-  int64_t tokens = 0, rows = 0, nd = 0, decode_ctx = 0, np = 0, max_new = 0, max_past = 0;
+  int64_t tokens = 0, rows = 0, nd = 0, decode_ctx = 0, np = 0;
   for (const auto& s : batch.sequences) {
     tokens += s.count * s.new_tokens;
     rows += s.count * s.logits;
     if (s.new_tokens == 1) nd += s.count, decode_ctx = std::max(decode_ctx, s.past_tokens + 1);
-    else np += s.count, max_new = std::max(max_new, s.new_tokens), max_past = std::max(max_past, s.past_tokens);
+    else np += s.count;
   }
   const WeightFormat layer_format = o.weight_format.value_or(WeightFormat::bf16);
   const DType act = o.precision.act;
@@ -81,8 +81,12 @@ std::vector<Op> engine_step_ops(const ModelConfig& m, const Batch& batch, const 
         op.kernels.insert(op.kernels.end(), k.begin(), k.end());
       }
       if (np > 0) {
-        AttentionShape s{np, m.heads, m.kv_heads, m.head_dim, max_new, max_past, true, std::nullopt, 0, 1};
-        const auto k = attention_prefill_kernels(s, AttentionVariant::flash, act, hw, FlashRung::wgmma);  // varlen
+        std::vector<AttentionShape> seqs;
+        for (const auto& s : batch.sequences)
+          if (s.new_tokens > 1)
+            seqs.push_back(AttentionShape{s.count, m.heads, m.kv_heads, m.head_dim, s.new_tokens, s.past_tokens, true,
+                                          std::nullopt, 0, 1});
+        const auto k = varlen_prefill_kernels(seqs, act, hw);
         op.kernels.insert(op.kernels.end(), k.begin(), k.end());
       }
     } else {

@@ -265,21 +265,21 @@ double flash_wg_tiles(const AttentionShape& s, int64_t bn) {
   return 2.0 * tiles * double(s.batch * s.heads);
 }
 
-KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
+// The wgmma rung over `wg_tiles` warpgroup tiles of 128 keys in `items` work items, at one head dim: a dense shape's
+// (flash_sm90) or the sum of a varlen launch's sequences (varlen_prefill_kernels).
+KernelLaunch flash_sm90_tiles(double wg_tiles, int64_t items, int64_t head_dim, bool causal, DType dtype,
+                              const Hardware& hw) {
   constexpr int64_t BN = 128;
-  const double wg_tiles = flash_wg_tiles(s, BN);
-  const LoopCounts& c = s.head_dim <= 64 ? (s.causal ? kFlashD64Causal : kFlashD64)
-                                         : (s.causal ? kFlashD128Causal : kFlashD128);
+  const LoopCounts& c = head_dim <= 64 ? (causal ? kFlashD64Causal : kFlashD64) : (causal ? kFlashD128Causal : kFlashD128);
   KernelLaunch k;
   k.kernel = "flash_fwd_sm90_kernel";
   k.composition = Composition::serialized;
   k.tensor = TensorPath::wgmma;
   k.wgmma_clocked = true;
-  const int64_t items = flash_items(s);
   k.ctas = std::min<int64_t>(items, hw.sm_count);
   k.ctas_per_sm = 1;
   k.work = work_of(c, 128.0 * wg_tiles);
-  k.work.tensor_flops = wg_tiles * flash_wg_tile_flops(BN, s.head_dim);
+  k.work.tensor_flops = wg_tiles * flash_wg_tile_flops(BN, head_dim);
   k.work.tensor_dtype = dtype;
   k.startup_round_trips = 2;
   // Between one item's last tile and the next item's first product, four dependent steps: the
@@ -287,6 +287,10 @@ KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw
   // refilled, the first K/V tile.
   k.sm_round_trips = 4.0 * double(ceil_div(items, hw.sm_count));
   return k;
+}
+
+KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
+  return flash_sm90_tiles(flash_wg_tiles(s, 128), flash_items(s), s.head_dim, s.causal, dtype, hw);
 }
 
 // The tile loop of the overlapped kernel at a head dim it has; a head dim it does not have (a model's, in the
@@ -429,6 +433,27 @@ std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, Att
   const Op op = attention_cost(s, v, dtype, dtype);
   k.bytes = op.bytes();
   k.write_share = write_share(op);
+  return {k};
+}
+
+std::vector<KernelLaunch> varlen_prefill_kernels(const std::vector<AttentionShape>& sequences, DType dtype,
+                                                 const Hardware& hw) {
+  if (sequences.empty()) throw Error("varlen prefill: no sequences");
+  const AttentionShape& first = sequences.front();
+  double wg_tiles = 0, bytes = 0, writes = 0;
+  int64_t items = 0;
+  for (const AttentionShape& s : sequences) {
+    if (s.heads != first.heads || s.kv_heads != first.kv_heads || s.head_dim != first.head_dim || s.causal != first.causal)
+      throw Error("varlen prefill: the sequences of one launch share heads, KV heads, head dim and the mask");
+    wg_tiles += flash_wg_tiles(s, 128);
+    items += flash_items(s);
+    const Op op = attention_cost(s, AttentionVariant::flash, dtype, dtype);
+    bytes += op.bytes();
+    writes += write_share(op) * op.bytes();
+  }
+  KernelLaunch k = flash_sm90_tiles(wg_tiles, items, first.head_dim, first.causal, dtype, hw);
+  k.bytes = bytes;
+  k.write_share = bytes > 0 ? writes / bytes : 0.0;
   return {k};
 }
 

@@ -428,3 +428,37 @@ TEST(Ops, OverlappedFlashTilePairSerializesTensorAndSfuWhereLonger) {
 
 }  // namespace
 }  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// The engine's varlen prefill is the wgmma rung over each sequence's tiles and work items: one shape alone is the
+// dense rung's launch; a staggered batch costs the sum of its sequences, less than charging each the longest's past.
+TEST(Ops, TheVarlenPrefillSumsItsSequences) {
+  const Hardware hw = load_hardware("h200-sxm", CeilingsMode::measured);
+  const AttentionShape one{4, 32, 8, 128, 512, 1024, true, std::nullopt, 0, 1};
+  const KernelLaunch dense = attention_prefill_kernels(one, AttentionVariant::flash, DType::bf16, hw, FlashRung::wgmma)[0];
+  const KernelLaunch varlen = varlen_prefill_kernels({one}, DType::bf16, hw)[0];
+  EXPECT_EQ(varlen.kernel, dense.kernel);
+  EXPECT_DOUBLE_EQ(varlen.work.tensor_flops, dense.work.tensor_flops);
+  EXPECT_DOUBLE_EQ(varlen.sm_round_trips, dense.sm_round_trips);
+  EXPECT_DOUBLE_EQ(varlen.bytes, dense.bytes);
+  EXPECT_EQ(varlen.ctas, dense.ctas);
+  std::vector<AttentionShape> staggered;
+  for (int64_t i = 0; i < 16; ++i) staggered.push_back(AttentionShape{1, 32, 8, 128, 128, i * 4096 / 15, true, std::nullopt, 0, 1});
+  const KernelLaunch sum = varlen_prefill_kernels(staggered, DType::bf16, hw)[0];
+  double flops = 0;
+  for (const auto& s : staggered)
+    flops += attention_prefill_kernels(s, AttentionVariant::flash, DType::bf16, hw, FlashRung::wgmma)[0].work.tensor_flops;
+  EXPECT_DOUBLE_EQ(sum.work.tensor_flops, flops);
+  const AttentionShape longest{16, 32, 8, 128, 128, 4096, true, std::nullopt, 0, 1};
+  const double longest_flops =
+      attention_prefill_kernels(longest, AttentionVariant::flash, DType::bf16, hw, FlashRung::wgmma)[0].work.tensor_flops;
+  EXPECT_LT(sum.work.tensor_flops, 0.6 * longest_flops);
+  staggered[3].head_dim = 64;
+  EXPECT_THROW(varlen_prefill_kernels(staggered, DType::bf16, hw), Error);
+  EXPECT_THROW(varlen_prefill_kernels({}, DType::bf16, hw), Error);
+}
+
+}  // namespace
+}  // namespace inferlab

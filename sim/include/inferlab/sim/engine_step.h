@@ -9,8 +9,9 @@
 //   above it cuBLAS; int8 / int4 / 2:4 the weight-only kernels, in
 //   launches of <= 64 tokens;
 //   attention: the split-KV decode kernel over the decode rows (new = 1; pieces planned on the context
-//   bucket, as the engine does), the paged prefill kernel over the rest (declared as the flash kernel over
-//   the longest of them: an approximation of a varlen launch);
+//   bucket, as the engine does), the paged prefill kernel over the rest (the wgmma rung in varlen mode: each
+//   sequence's tiles and work items, sim/kernels.h varlen_prefill_kernels; until 2026-11-29 the flash kernel over
+//   the longest of them, which charged a staggered batch of 16 x 128 new tokens after 0..4096 past 46-60% long);
 //   embedding, act: one streaming launch each.
 // Not counted: the sampler, the host's metadata copy, graph launch itself.
 #include <cstdint>

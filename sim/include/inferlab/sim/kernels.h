@@ -120,6 +120,11 @@ struct KernelLaunch {
 enum class FlashRung { overlapped, wgmma };
 std::vector<KernelLaunch> attention_prefill_kernels(const AttentionShape& s, AttentionVariant v, DType dtype,
                                                     const Hardware& hw, FlashRung rung = FlashRung::overlapped);
+// The varlen prefill (prefill.h, the engine's: the wgmma rung in varlen mode) over sequences of one launch, each an
+// AttentionShape (batch = how many sequences of that shape, their new and past tokens; heads, KV heads, head dim and
+// the mask shared): the wgmma rung's model over the sum of their tiles and work items; bytes the sum of theirs.
+std::vector<KernelLaunch> varlen_prefill_kernels(const std::vector<AttentionShape>& sequences, DType dtype,
+                                                 const Hardware& hw);
 // The overlapped flash kernel's tile by head dim (flash_fwd_sm90_overlap.cu builds OverlapTile from these; the
 // model charges the same tiles). 128 query rows a CTA (two consumer warpgroups of 64); in shared memory Q and
 // two stages each of K and V, every tile stored as 64-column 128-byte-swizzled atoms. The consumers hold
