@@ -134,6 +134,26 @@ __device__ __forceinline__ void load_kv_rows(const T* g, const KvRows<kMode>& sr
   }
 }
 
+// The same for the K and the V tile of one key range at once (the wgmma rung's producers load both for a stage): K and
+// V share the cache's layout, so each row's offset, and a paged cache's block-table read, is formed once for both.
+template <int D, int ROWS, int THREADS, int UNROLL, FlashMode kMode, class T, class PlaceK, class PlaceV>
+__device__ __forceinline__ void load_kv_rows_pair(const T* gk, const T* gv, const KvRows<kMode>& src, int tile0, int keys,
+                                                  int tid, PlaceK place_k, PlaceV place_v) {
+  constexpr int kChunks = D / 8, kGroups = THREADS / kChunks, RUN = ROWS / kGroups;
+  static_assert(THREADS % kChunks == 0 && ROWS % kGroups == 0, "thread -> (row run, chunk) map");
+  const int col = (tid % kChunks) * 8, r0 = (tid / kChunks) * RUN;
+  int64_t off = 0;
+#pragma unroll UNROLL
+  for (int i = 0; i < RUN; ++i) {
+    const int r = r0 + i, j = tile0 + r;
+    const bool ok = j < keys;
+    if (ok && (i == 0 || src.starts_block(j))) off = src.offset(j);  // later rows of the run: + stride
+    cp_async_16(place_k(r, col), ok ? gk + off + col : gk, ok);
+    cp_async_16(place_v(r, col), ok ? gv + off + col : gv, ok);
+    off += src.stride;
+  }
+}
+
 // Element offset of (row, col) in a [rows x D] tile stored with 16-byte chunks XOR-swizzled.
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {
