@@ -265,10 +265,17 @@ double flash_wg_tiles(const AttentionShape& s, int64_t bn) {
   return 2.0 * tiles * double(s.batch * s.heads);
 }
 
-// The wgmma rung over `wg_tiles` warpgroup tiles of 128 keys in `items` work items, at one head dim: a dense shape's
-// (flash_sm90) or the sum of a varlen launch's sequences (varlen_prefill_kernels).
-KernelLaunch flash_sm90_tiles(double wg_tiles, int64_t items, int64_t head_dim, bool causal, DType dtype,
-                              const Hardware& hw) {
+// K/V tiles of bn keys of the shape's longest item: its last query block's (causal: up to the diagonal, which the
+// last block's rows reach at the last key).
+int64_t flash_longest_item_tiles(const AttentionShape& s, int64_t bn) {
+  const int64_t seq_k = s.past_tokens + s.new_tokens;
+  return s.new_tokens > 0 && seq_k > 0 ? ceil_div(seq_k, bn) : 0;
+}
+
+// The wgmma rung over `wg_tiles` warpgroup tiles of 128 keys in `items` work items, the longest `longest_tiles` tiles,
+// at one head dim: a dense shape's (flash_sm90) or the sum of a varlen launch's sequences (varlen_prefill_kernels).
+KernelLaunch flash_sm90_tiles(double wg_tiles, int64_t items, int64_t longest_tiles, int64_t head_dim, bool causal,
+                              DType dtype, const Hardware& hw) {
   constexpr int64_t BN = 128;
   const LoopCounts& c = head_dim <= 64 ? (causal ? kFlashD64Causal : kFlashD64) : (causal ? kFlashD128Causal : kFlashD128);
   KernelLaunch k;
@@ -286,11 +293,24 @@ KernelLaunch flash_sm90_tiles(double wg_tiles, int64_t items, int64_t head_dim, 
   // work counter's atomic, the item slot handed through shared memory, the Q buffer released and
   // refilled, the first K/V tile.
   k.sm_round_trips = 4.0 * double(ceil_div(items, hw.sm_count));
+  // However the items balance, a CTA takes its items whole: the launch lasts at least its longest item, its tiles
+  // one after another at one SM's serialized pipes (both warpgroups' work on a tile) or its issue. Where the items
+  // are few (the engine's prefill of short sequences over few heads: 128 items of 1-16 tiles at 1 x 2048, 8 heads)
+  // the work spread over the SMs (the pipes term) is the average item, not the longest: charged so, the trained
+  // models' prefill was 15-43% short (H200, kernels/attention/NOTES.md).
+  const PipeCeilings& pc = hw.pipes;
+  const double tile_threads = 256.0;  // both consumer warpgroups
+  const double serialized = 2.0 * flash_wg_tile_flops(BN, head_dim) / pc.wgmma_flops_per_clk +
+                            tile_threads * (c.mufu / pc.mufu_lanes + c.fp32 / pc.fp32_lanes + c.alu / pc.alu_lanes +
+                                             c.cvt / pc.cvt_lanes);
+  const double issue = tile_threads / 32.0 * (c.total() - c.tensor) / pc.issue_per_clk;
+  k.cta_cycles = double(longest_tiles) * std::max(serialized, issue);
   return k;
 }
 
 KernelLaunch flash_sm90(const AttentionShape& s, DType dtype, const Hardware& hw) {
-  return flash_sm90_tiles(flash_wg_tiles(s, 128), flash_items(s), s.head_dim, s.causal, dtype, hw);
+  return flash_sm90_tiles(flash_wg_tiles(s, 128), flash_items(s), flash_longest_item_tiles(s, 128), s.head_dim,
+                          s.causal, dtype, hw);
 }
 
 // The tile loop of the overlapped kernel at a head dim it has; a head dim it does not have (a model's, in the
@@ -441,17 +461,18 @@ std::vector<KernelLaunch> varlen_prefill_kernels(const std::vector<AttentionShap
   if (sequences.empty()) throw Error("varlen prefill: no sequences");
   const AttentionShape& first = sequences.front();
   double wg_tiles = 0, bytes = 0, writes = 0;
-  int64_t items = 0;
+  int64_t items = 0, longest = 0;
   for (const AttentionShape& s : sequences) {
     if (s.heads != first.heads || s.kv_heads != first.kv_heads || s.head_dim != first.head_dim || s.causal != first.causal)
       throw Error("varlen prefill: the sequences of one launch share heads, KV heads, head dim and the mask");
     wg_tiles += flash_wg_tiles(s, 128);
     items += flash_items(s);
+    longest = std::max(longest, flash_longest_item_tiles(s, 128));
     const Op op = attention_cost(s, AttentionVariant::flash, dtype, dtype);
     bytes += op.bytes();
     writes += write_share(op) * op.bytes();
   }
-  KernelLaunch k = flash_sm90_tiles(wg_tiles, items, first.head_dim, first.causal, dtype, hw);
+  KernelLaunch k = flash_sm90_tiles(wg_tiles, items, longest, first.head_dim, first.causal, dtype, hw);
   k.bytes = bytes;
   k.write_share = bytes > 0 ? writes / bytes : 0.0;
   return {k};

@@ -462,3 +462,32 @@ TEST(Ops, TheVarlenPrefillSumsItsSequences) {
 
 }  // namespace
 }  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// The wgmma rung lasts at least its longest item (a CTA takes its items whole): with few items (1 x 2048, causal,
+// 8 heads at head dim 64: 128 items of 1-16 tiles) the longest item binds, where the work spread over the SMs is the
+// average one; with many (the ladder's 16k tokens over 16 heads) the spread work binds and the floor changes nothing.
+TEST(Ops, TheWgmmaRungLastsAtLeastItsLongestItem) {
+  const Hardware hw = load_hardware("h200-sxm", CeilingsMode::measured);
+  auto predicted = [&](const AttentionShape& s) {
+    Op op = attention_cost(s, AttentionVariant::flash, DType::bf16, DType::bf16);
+    op.kernels = attention_prefill_kernels(s, AttentionVariant::flash, DType::bf16, hw, FlashRung::wgmma);
+    return predict(op, hw);
+  };
+  const AttentionShape few{1, 8, 8, 64, 2048, 0, true, std::nullopt, 0, 1};
+  const KernelLaunch k = attention_prefill_kernels(few, AttentionVariant::flash, DType::bf16, hw, FlashRung::wgmma)[0];
+  EXPECT_EQ(k.ctas, 128);
+  const Prediction p = predicted(few);
+  const double per_tile = k.cta_cycles / 16.0;  // the last query block's 16 tiles of 128 keys
+  EXPECT_GT(per_tile, 2.0 * 64 * 128 * 64 * 2 / hw.pipes.wgmma_flops_per_clk);  // the products and more
+  EXPECT_NEAR(p.latency_s, k.cta_cycles / hw.pipes.wgmma_clock_hz, 1e-12);
+  EXPECT_GT(p.latency_s, 1.5 * p.pipes_s);  // 16 tiles against the average item's 8.5
+  const AttentionShape many{1, 16, 16, 128, 16384, 0, false, std::nullopt, 0, 1};
+  const Prediction q = predicted(many);
+  EXPECT_LT(q.latency_s, 0.2 * q.pipes_s);
+}
+
+}  // namespace
+}  // namespace inferlab
