@@ -449,8 +449,11 @@ AttentionPoint evaluate_attention_point(const Params& p) {
       throw Error("parameter 'variant': unknown flash rung '" + ap.flash_kernel +
                   "' (known: flash-overlapped, flash-wgmma; the mma.sync rung has no model in sim/ and is timed by "
                   "inferlab_bench_attention)");
-  } else {
+  } else if (variant == "naive" || variant == "flash") {
     ap.variant = parse_attention_variant(variant);
+  } else {
+    throw Error("parameter 'variant': unknown attention variant '" + variant +
+                "' (known: naive, flash, flash-overlapped, flash-wgmma)");
   }
   ap.dtype = parse_dtype(get(p, "dtype"));
   auto& a = ap.shape;

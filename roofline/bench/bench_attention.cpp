@@ -11,7 +11,7 @@
 // heads (32 query heads, 32 or 8 KV heads, head dim 128), causal, bf16, paged blocks of 16 and
 // contiguous: 4 x 512 new after 1024 past; 1 x 2048 new; 16 x 128 new after 0, 273, ..., 4096 past.
 // Charged with prefill_cost (sim's batch_attention_op of the same sequences: the op's roofline) and, on Hopper, as the
-// engine's step charges it (engine_model_ms, engine_error_pct: the wgmma rung's model over the longest sequence);
+// engine's step charges it (engine_model_ms, engine_error_pct: the wgmma rung's model over each sequence's tiles);
 // kernel_ms (CUPTI, the kernel alone) beside the event time. Also the trained models' attention (head dim 64, 8 heads)
 // and dense twins of the uniform mixes on the automatic rung and on the wgmma rung (what the varlen mode costs).
 // The dense rows are charged by their rung's model where sim/ has one (naive; the overlapped and wgmma kernels on
@@ -103,9 +103,9 @@ void run_prefill(benchmark::State& state, const PrefillShape& s) {
   }
   const Op cost = prefill_shape_cost(s);
   const Prediction pred = predict(cost, hw);
-  // The engine's charge for the same launch (its step model: the wgmma rung over the longest sequence) on Hopper.
+  // The engine's charge for the same launch (its step model: the wgmma rung over each sequence's tiles) on Hopper.
   const bool hopper = hw.architecture.find("Hopper") != std::string::npos;
-  const double engine_s = hopper ? predict(prefill_shape_engine_cost(s, hw), hw).total_s : 0.0;
+  const double engine_s = hopper && s.causal ? predict(prefill_shape_engine_cost(s, hw), hw).total_s : 0.0;
   PrefillMeasurement m;
   try {
     for (auto _ : state) {

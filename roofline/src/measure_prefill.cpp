@@ -69,6 +69,7 @@ Op prefill_shape_cost(const PrefillShape& s) {
 
 Op prefill_shape_engine_cost(const PrefillShape& s, const Hardware& hw) {
   plan(s);  // validates the shape
+  if (!s.causal) throw Error("prefill shape: the engine's step is causal; a non-causal shape has no engine charge");
   ModelConfig m;  // one layer of the shape's attention; the other widths only make the step's other ops valid
   m.name = "prefill";
   m.layers = 1;

@@ -34,9 +34,10 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
-// `units` units of softmax-like CUDA-core work between each round's two groups (a unit: 8 independent chains of
-// FFMA, MUFU.EX2, FADD, FMNMX a thread), which run while the first group is in flight: the more units, the less of
-// the time the tensor pipe is busy (0: the products back to back).
+// `units` units of softmax-like CUDA-core work between each round's two groups (a unit: 8 independent FFMA + MUFU.EX2
+// chains a thread, their results summed (FADD) and maximized (FMNMX) into one running sum and one running maximum),
+// which run while the first group is in flight: the more units, the less of the time the tensor pipe is busy (0: the
+// products back to back).
 __global__ void __launch_bounds__(256) wgmma_ceiling_kernel(int iters, int units, unsigned long long* stamps,
                                                             float* sink) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -101,7 +101,7 @@ void read_pipes(PipeCeilings& p, const nlohmann::json& j, const std::string& whe
       if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number())
         throw Error(what + ": every entry must be a [duty, MHz] pair of numbers");
       const double d = e[0].get<double>(), mhz = e[1].get<double>();
-      if (!(d >= 0 && d <= 1)) throw Error(what + ": a duty must lie in [0, 1], got " + std::to_string(d));
+      if (!(d > 0 && d <= 1)) throw Error(what + ": a duty must lie in (0, 1], got " + std::to_string(d));
       if (!(mhz > 0)) throw Error(what + ": a clock must be positive, got " + std::to_string(mhz));
       if (!pts.empty() && !(d > pts.back().first)) throw Error(what + ": the duties must rise");
       pts.emplace_back(d, mhz * 1e6);

@@ -380,8 +380,8 @@ TEST(AttentionScenario, PredictsTheKernelShapeFromTheSimCost) {
   EXPECT_THROW(complete_params(s, {{"hardware", "h100-sxm-80gb"}}), Error);  // seq is required
 }
 
-// A flash rung named in the variant is predicted as that kernel and measured on it (measure_cuda.cpp sets the
-// kernel's FlashKernel); plain flash stays the overlapped kernel on Hopper.
+// A flash rung named in the variant is predicted as that kernel (its launch and its time); plain flash stays the
+// overlapped kernel on Hopper. (What is measured is measure_cuda.cpp's FlashKernel of the same point: a GPU run.)
 TEST(AttentionScenario, AFlashRungByNameIsPredictedAsThatKernel) {
   const Scenario& s = find_scenario("attention");
   auto point = [&](const std::string& variant, const std::string& head_dim, const std::string& hw = "h200-sxm") {
@@ -401,10 +401,8 @@ TEST(AttentionScenario, AFlashRungByNameIsPredictedAsThatKernel) {
   EXPECT_DOUBLE_EQ(overlapped.prediction.total_s, flash.prediction.total_s);
   EXPECT_EQ(get_cell(attention_rows(wgmma)[0], "variant"), "flash-wgmma");  // the fidelity family names the rung
   EXPECT_EQ(get_cell(attention_rows(flash)[0], "variant"), "flash");
-  // The same work: the rung changes the time, not the FLOPs or bytes.
-  EXPECT_DOUBLE_EQ(wgmma.cost.flops, flash.cost.flops);
-  EXPECT_DOUBLE_EQ(wgmma.cost.bytes(), flash.cost.bytes());
-  // The wgmma rung serializes its softmax and products (measured 1.35-1.6x the overlapped kernel's time on the H100).
+  // The wgmma rung serializes its softmax and products (measured 1.35-1.57x the overlapped kernel's time at head dim
+  // 128 on the H200, attention_ladder_h200).
   EXPECT_GT(wgmma.prediction.total_s, 1.2 * overlapped.prediction.total_s);
   auto message = [&](const std::string& variant, const std::string& head_dim, const std::string& hw) {
     try {

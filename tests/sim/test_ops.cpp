@@ -444,6 +444,7 @@ TEST(Ops, TheVarlenPrefillSumsItsSequences) {
   EXPECT_DOUBLE_EQ(varlen.sm_round_trips, dense.sm_round_trips);
   EXPECT_DOUBLE_EQ(varlen.bytes, dense.bytes);
   EXPECT_EQ(varlen.ctas, dense.ctas);
+  EXPECT_DOUBLE_EQ(varlen.cta_cycles, dense.cta_cycles);  // the longest item's floor
   std::vector<AttentionShape> staggered;
   for (int64_t i = 0; i < 16; ++i) staggered.push_back(AttentionShape{1, 32, 8, 128, 128, i * 4096 / 15, true, std::nullopt, 0, 1});
   const KernelLaunch sum = varlen_prefill_kernels(staggered, DType::bf16, hw)[0];
@@ -455,6 +456,10 @@ TEST(Ops, TheVarlenPrefillSumsItsSequences) {
   const double longest_flops =
       attention_prefill_kernels(longest, AttentionVariant::flash, DType::bf16, hw, FlashRung::wgmma)[0].work.tensor_flops;
   EXPECT_LT(sum.work.tensor_flops, 0.6 * longest_flops);
+  // its floor is its longest sequence's item (4096 past + 128 new: 33 tiles), not the first's nor a sum
+  const AttentionShape last{1, 32, 8, 128, 128, 4096, true, std::nullopt, 0, 1};
+  EXPECT_DOUBLE_EQ(sum.cta_cycles,
+                   attention_prefill_kernels(last, AttentionVariant::flash, DType::bf16, hw, FlashRung::wgmma)[0].cta_cycles);
   staggered[3].head_dim = 64;
   EXPECT_THROW(varlen_prefill_kernels(staggered, DType::bf16, hw), Error);
   EXPECT_THROW(varlen_prefill_kernels({}, DType::bf16, hw), Error);
@@ -481,7 +486,11 @@ TEST(Ops, TheWgmmaRungLastsAtLeastItsLongestItem) {
   EXPECT_EQ(k.ctas, 128);
   const Prediction p = predicted(few);
   const double per_tile = k.cta_cycles / 16.0;  // the last query block's 16 tiles of 128 keys
-  EXPECT_GT(per_tile, 2.0 * 64 * 128 * 64 * 2 / hw.pipes.wgmma_flops_per_clk);  // the products and more
+  // a tile: both warpgroups' S = Q K^T and P V (4 x 64 rows x 128 keys x 64 FLOP each) and their 128 x 128
+  // exponentials, one after another, and more
+  const double products = 2.0 * 4 * 64 * 128 * 64 / hw.pipes.wgmma_flops_per_clk;
+  const double exps = 128.0 * 128 / hw.pipes.mufu_lanes;
+  EXPECT_GT(per_tile, products + exps);
   EXPECT_NEAR(p.latency_s, k.cta_cycles / hw.pipes.wgmma_clock_hz, 1e-12);
   EXPECT_GT(p.latency_s, 1.5 * p.pipes_s);  // 16 tiles against the average item's 8.5
   const AttentionShape many{1, 16, 16, 128, 16384, 0, false, std::nullopt, 0, 1};

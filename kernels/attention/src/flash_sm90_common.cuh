@@ -266,8 +266,8 @@ __device__ __forceinline__ void store_rows(const float (&acc_o)[D / 2], const fl
           // Inline PTX: from C++ nvcc splits each row's first 16-byte store into four 4-byte ones (6 of 8 stores
           // wide at d128, 14 of 16 at d256, read off the SASS); the asm keeps every store one STG.E.128.
           if (in)
-            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(row + (4 * g + t) * 8), "r"(out[0]),
-                         "r"(out[1]), "r"(out[2]), "r"(out[3])
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(__cvta_generic_to_global(row + (4 * g + t) * 8)),
+                         "r"(out[0]), "r"(out[1]), "r"(out[2]), "r"(out[3])
                          : "memory");
         }
       } else if (in) {

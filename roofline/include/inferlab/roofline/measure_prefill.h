@@ -28,8 +28,9 @@ struct PrefillMeasurement {
 
 // The sim/ cost of the shape's launch (prefill_cost: batch_attention_op of its sequences).
 Op prefill_shape_cost(const PrefillShape& s);
-// The same op as the engine's step charges it on `hw` (sim/engine_step.h engine_step_ops' attention, its launch the
-// wgmma flash rung over the longest of the sequences: the model's stand-in for a varlen launch).
+// The same op as the engine's step charges it on `hw` (sim/engine_step.h engine_step_ops' attention: its launch the
+// wgmma flash rung over each sequence's tiles and work items, sim/kernels.h varlen_prefill_kernels; sequences of one
+// new token go to the decode kernel, as the engine's). Causal shapes only (the engine's step is causal).
 Op prefill_shape_engine_cost(const PrefillShape& s, const Hardware& hw);
 // Throws inferlab::Error naming the shortfall before anything is allocated.
 void check_prefill_fits(const PrefillShape& s);
